@@ -17,7 +17,7 @@ import pytest
 
 import bertscope
 from bertscope.cli.explore import free_port
-from bertscope.errors import CorpusError, InvalidInput
+from bertscope.errors import CorpusError, InvalidInput, JobInterrupted
 from bertscope.io.level_table import CorpusOptions, make_level
 from console import run_main
 
@@ -199,3 +199,71 @@ def test_long_error_on_ray_names_file_and_line(
                    "--model", str(tiny_dirs["bert"]), "--long", "error", "-q", *LIGHT)  # fmt: skip
     assert ran.code == 1
     assert ran.stderr.startswith(f"error: {corpus}:4: the text has ") and ran.stderr.count("\n") == 1
+
+
+class _Interrupted:
+    """Stands for the corpus dataset: Ctrl-C lands in its write, after `shards` shards are in place."""
+
+    def __init__(self, out: Path, shards: int) -> None:
+        self.context = SimpleNamespace()
+        self.out, self.shards = out, shards
+
+    def schema(self, fetch_if_missing: bool = True) -> None:
+        return None
+
+    def map_batches(self, fn: Any, **kwargs: Any) -> _Interrupted:
+        return self
+
+    def write_datasink(self, *args: Any, **kwargs: Any) -> None:
+        for task in range(self.shards):
+            (self.out / f"part-000-{task:06d}.parquet").write_text("rows")
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("shards", [0, 1])
+def test_ctrl_c_says_what_was_saved(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: int
+) -> None:
+    """Ctrl-C before the first shard said 'the texts of every shard written to OUT are saved. Run it again
+    with --resume', but nothing was saved and OUT was removed."""
+    import bertscope.distributed as distributed
+
+    out = tmp_path / "out"
+    fake = SimpleNamespace(**{**vars(_Ray()), "is_initialized": lambda: True})
+    monkeypatch.setattr(distributed, "import_ray", lambda: fake)
+    monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: _Interrupted(out, shards))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    with pytest.raises(JobInterrupted) as stopped:
+        distributed.run_ray_job(str(corpus), out, model=str(tiny_dirs["bert"]), progress=False)
+    if shards:
+        assert str(stopped.value).endswith("are saved. Run it again with resume=True (--resume) to continue")
+        assert out.is_dir()
+    else:
+        said = f"interrupted before any shard was written to {out}; nothing was saved: run the command again"
+        assert str(stopped.value) == said
+        assert not out.exists()
+
+
+def test_a_ray_job_says_its_cut_texts_and_empty_lines_as_the_local_job(
+    cluster: Any, tiny_dirs: dict[str, Path], tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
+    """The Ray summary left out the truncation warning and the count of skipped empty texts; -q prints
+    nothing (one real Ray run each: the runner's counts and the command line's lines)."""
+    limit = tiny_models["bert"].max_tokens
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"a cat\n\nthe dog\n{_long(limit * 2)}\n\n")
+    model = str(tiny_dirs["bert"])
+    ran = run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "out"), "--engine", "ray", "--workers",
+                   "1", "--model", model, "--long", "truncate", *LIGHT)  # fmt: skip
+    assert ran.code == 0, ran.stderr
+    lines = ran.stderr.splitlines()
+    assert lines[0] == (
+        f"warning: 1 of 3 text(s) ran past the model's {limit} tokens and were truncated; their ends are not "
+        "in the vectors; --long window keeps every token"
+    )
+    assert lines[1].startswith("3 texts embedded, ") and ", 1 truncated, 2 empty skipped in " in lines[1]
+    assert len(lines) == 2
+    quiet = run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "q"), "--engine", "ray", "--workers",
+                     "1", "--model", model, "--long", "truncate", "-q", *LIGHT)  # fmt: skip
+    assert (quiet.code, quiet.stderr) == (0, "")

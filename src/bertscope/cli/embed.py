@@ -49,6 +49,7 @@ from .app import (
     out,
     record_fields,
     remeasure_if_asked,
+    warn,
     with_pair,
 )
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
@@ -308,6 +309,11 @@ def embed(
             resume=resume, overwrite=overwrite, progress=not quiet, options=asked, **bound,
         )  # fmt: skip
         if not quiet:
+            # the local job's lines (`corpus.run_job`): the cut said, then the summary
+            if summary.n_truncated:
+                from ..core.tokens import cut_summary
+
+                warn(f"{cut_summary(summary.n_truncated, summary.embedded, summary.max_tokens)}; {CUT_FIX}")
             err.print(summary.line(), highlight=False)
         return
     if output is not None:

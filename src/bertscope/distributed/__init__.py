@@ -19,6 +19,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from ..io.job_lock import job_lock
 from ..io.level_table import LEVELS, CorpusOptions, make_level, refuse_idle_level_options
 from ..io.levels import SentenceLevel, vector_columns
 from ..io.parquet_sink import with_settings
+from ..io.readers import Rejects, read_corpus
 from .cluster import IO_CPUS, default_batch, gpus_per_worker, import_ray, raising_bertscope_errors, start_ray
 from .reading import (
     corpus_dataset,
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
 __all__ = [
     "embed_dataset",
     "run_ray_job",
+    "RayJobSummary",
     "IO_CPUS",
     "import_ray",
     "default_batch",
@@ -243,7 +246,7 @@ def run_ray_job(
     fast_min_cosine: float | None = None,
     options: CorpusOptions | None = None,
     **keywords: Unpack[CorpusKeywords],
-) -> JobSummary:
+) -> RayJobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`,
     then `OUTPUT/_bertscope.json` once every shard is written.
 
@@ -310,22 +313,31 @@ def run_ray_job(
                         shard_sink(work, schema, folder.run), ray_remote_args={"num_cpus": IO_CPUS}
                     )
             except KeyboardInterrupt:
-                if work != out:
-                    raise JobInterrupted(
-                        f"interrupted; {out} keeps the earlier job's output (this replacement of it is "
-                        "dropped). Run it again with overwrite=True (--overwrite) to replace it"
-                    ) from None
-                raise JobInterrupted(
-                    f"interrupted; the texts of every shard written to {out} are saved. Run it again with "
-                    "resume=True (--resume) to continue"
-                ) from None
+                raise JobInterrupted(_interrupted(work, out)) from None
             seconds = time.perf_counter() - start
             write_manifest(work, source, _totals(work, rows_of, schema), schema)
             if work != out:
                 swap_in(work, out)
-            summary = _summary(out, rows_of, schema, folder)
+            summary = _summary(out, rows_of, schema, folder, max_tokens=m.max_tokens)
             summary.seconds = seconds
+            summary.empty = _empty_texts(sources, text_field=text_field, id_field=id_field)
     return summary
+
+
+def _interrupted(work: Path, out: Path) -> str:
+    """What a Ctrl-C left: the earlier output (a replacement is dropped), the shards saved for --resume,
+    or nothing where no shard was written yet (the folder is removed: `abandoned_if_unwritten`)."""
+    if work != out:
+        return (
+            f"interrupted; {out} keeps the earlier job's output (this replacement of it is dropped). Run it "
+            "again with overwrite=True (--overwrite) to replace it"
+        )
+    if not any(out.glob("part-*.parquet")):
+        return f"interrupted before any shard was written to {out}; nothing was saved: run the command again"
+    return (
+        f"interrupted; the texts of every shard written to {out} are saved. Run it again with resume=True "
+        "(--resume) to continue"
+    )
 
 
 @contextmanager
@@ -353,13 +365,33 @@ def _tally(shards: list[Path], rows_of: Any, schema: Any) -> tuple[int, int, int
     return texts, tokens, truncated, rows
 
 
-def _summary(out: Path, rows_of: Any, schema: Any, folder: ShardFolder) -> JobSummary:
+@dataclass
+class RayJobSummary(JobSummary):
+    """A Ray job's `JobSummary`, with the model's limit its truncated texts were cut at (the driver's
+    model: the command line says the cut in the local job's words without loading one)."""
+
+    max_tokens: int = 0
+
+
+def _summary(out: Path, rows_of: Any, schema: Any, folder: ShardFolder, *, max_tokens: int) -> RayJobSummary:
     """This run's counts (the shards it wrote), and the texts it found saved."""
     files = sorted(out.glob("part-*.parquet"))
-    summary = JobSummary(output=out, files=files, resumed_from=folder.records, level=rows_of.name)
+    summary = RayJobSummary(
+        output=out, files=files, resumed_from=folder.records, level=rows_of.name, max_tokens=max_tokens
+    )
     new = [f for f in files if f not in folder.kept]
     summary.embedded, summary.tokens, summary.n_truncated, summary.rows = _tally(new, rows_of, schema)
     return summary
+
+
+def _empty_texts(sources: list[Any], *, text_field: str, id_field: str | None) -> int:
+    """The empty texts of the inputs, which the read tasks pass over: counted by the driver's reader, as
+    the local job's reader counts them for its summary (a read of the texts, no tokenizer)."""
+    rejects = Rejects()
+    for input_ in sources:
+        for _ in read_corpus(input_, text_field=text_field, id_field=id_field, rejects=rejects):
+            pass
+    return rejects.empty
 
 
 def _totals(out: Path, rows_of: Any, schema: Any) -> dict[str, int]:
