@@ -267,3 +267,21 @@ def test_a_ray_job_says_its_cut_texts_and_empty_lines_as_the_local_job(
     quiet = run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "q"), "--engine", "ray", "--workers",
                      "1", "--model", model, "--long", "truncate", "-q", *LIGHT)  # fmt: skip
     assert (quiet.code, quiet.stderr) == (0, "")
+
+
+def test_a_half_written_shard_is_not_counted_as_one(tmp_path: Path) -> None:
+    """shard_folder_note counted part-*.parquet.tmp (a shard being written) among the shards."""
+    from bertscope.distributed.shards import RESUME, shard_folder_note
+
+    out = tmp_path / "out"
+    (out / RESUME).mkdir(parents=True)
+    (out / "part-000-000001.parquet.tmp").write_text("half")
+    assert shard_folder_note(out) == (
+        f"{out} holds a Ray job that wrote no shard (no part-*.parquet: it was stopped or failed before its "
+        "first; 1 half-written, not read)"
+    )
+    (out / "part-000-000000.parquet").write_text("rows")
+    assert shard_folder_note(out) == (
+        f"{out} holds 1 shard(s) of a Ray job that did not finish (no _bertscope.json: it was stopped or "
+        "failed; 1 half-written, not read), so some rows are missing"
+    )

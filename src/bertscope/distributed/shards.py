@@ -287,26 +287,28 @@ def shard_folder_note(path: str | Path) -> str | None:
     """
     path = Path(path)
     folder = path if path.is_dir() else path.parent
-    begun = sorted(folder.glob("part-*.parquet*"))  # with the .tmp of a shard being written
-    if path.is_dir() and not begun and (folder / MANIFEST).exists():
+    shards = sorted(folder.glob("part-*.parquet"))  # finished: a shard is renamed from .tmp once whole
+    writing = sorted(folder.glob("part-*.parquet.tmp"))  # half-written, never read
+    half = f"; {len(writing)} half-written, not read" if writing else ""
+    if path.is_dir() and not shards and (folder / MANIFEST).exists():
         return f"{folder} holds a finished Ray job that wrote no rows (no part-*.parquet shard)"
-    if path.is_dir() and not begun and (folder / RESUME).is_dir():
+    if path.is_dir() and not shards and (folder / RESUME).is_dir():
         return (
             f"{folder} holds a Ray job that wrote no shard (no part-*.parquet: it was stopped or failed "
-            "before its first)"
+            f"before its first{half})"
         )
-    if not (path.is_dir() or path.name.startswith("part-")) or not begun:
+    if not (path.is_dir() or path.name.startswith("part-")) or not (shards or writing):
         return None
     if (folder / "settings.json").exists():  # a local job's part folder, which says its own state
         return None
     if (folder / MANIFEST).exists():
         return (
-            None if path.is_file() else f"{folder} holds a finished Ray job of {len(begun)} Parquet shard(s)"
+            None if path.is_file() else f"{folder} holds a finished Ray job of {len(shards)} Parquet shard(s)"
         )
     what = f"a shard of {folder}, which holds" if path.is_file() else f"{folder} holds"
     return (
-        f"{what} {len(begun)} shard(s) of a Ray job that did not finish (no {MANIFEST}: it was stopped "
-        "or failed), so some rows are missing"
+        f"{what} {len(shards)} shard(s) of a Ray job that did not finish (no {MANIFEST}: it was stopped "
+        f"or failed{half}), so some rows are missing"
     )
 
 
