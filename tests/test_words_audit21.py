@@ -3,6 +3,7 @@ pre-split words and pairs, the layer spec's examples."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,12 +12,15 @@ from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope.core.layers import parse_layers
+from bertscope.core.pooling import word_spans
 from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from bertscope.io.occurrences import search_occurrences
 from bertscope.server import ServerSettings, create_app
+from tiny_models import build_tiny_model
 
 # 61 words and "token" fill the tiny model's 64 tokens with [CLS] and [SEP]: "##ization" is cut
 CUT = "word " * 61 + "tokenization here"
+NFD = "Nous avons e\u0301te\u0301 la\u0300 cafe\u0301"  # decomposed accents: a base letter, then its mark
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +32,17 @@ def token_store(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str,
     store = root / "tokens.parquet"
     bertscope.embed_corpus(corpus, store, model=tiny_models["bert"], level="tokens", progress=False)
     return store
+
+
+@pytest.fixture(scope="module")
+def byte_level(tmp_path_factory: pytest.TempPathFactory) -> bertscope.Model:
+    """A tiny BERT with a byte-level BPE tokenizer and no normalizer, as RoBERTa's ships: a combining mark
+    is a word of its own there (GPT-2's pre-tokenizer splits letters from marks)."""
+    folder = build_tiny_model("bert", tmp_path_factory.mktemp("bpe21") / "bert", byte_level=True)
+    settings = json.loads((folder / "tokenizer.json").read_text())
+    settings["normalizer"] = None
+    (folder / "tokenizer.json").write_text(json.dumps(settings))
+    return bertscope.load(str(folder), device="cpu")
 
 
 def test_a_context_word_the_cut_split_is_not_the_word(
@@ -67,6 +82,26 @@ def test_the_service_refuses_a_context_word_the_cut_split(
         answer = client.post("/occurrences", json=body)
     assert answer.status_code == 422, answer.text
     assert "'token' as a whole word within the model's 64 tokens" in answer.json()["detail"]
+
+
+def test_decomposed_accents_stay_in_their_word(
+    tiny_models: dict[str, bertscope.Model], byte_level: bertscope.Model, tmp_path: Path
+) -> None:
+    """An uncased WordPiece strips the marks (no piece holds them): each word's span runs over them.
+    Byte-level BPE makes each mark a word of its own: no word takes its neighbour's mark."""
+    words = tiny_models["bert"].embed_words(NFD)[0]
+    assert words.words == ["Nous", "avons", "e\u0301te\u0301", "la\u0300", "cafe\u0301"]
+    assert words.spans[2:] == [(11, 16), (17, 20), (21, 26)]
+    marks = byte_level.embed_words(NFD)[0]
+    assert marks.words[2:6] == ["e", "\u0301", "te", "\u0301"]  # as the tokenizer's word ids split them
+    assert word_spans("e\u0301x", [(0, 1), (1, 2), (2, 3)], [[0], [1], [2]]) == [(0, 1), (1, 2), (2, 3)]
+    corpus = tmp_path / "nfd.txt"
+    corpus.write_text(NFD + "\n")
+    for model, word, name in ((tiny_models["bert"], "cafe\u0301", "wp"), (byte_level, "cafe", "bpe")):
+        store = tmp_path / f"{name}.parquet"
+        bertscope.embed_corpus(corpus, store, model=model, level="tokens", progress=False)
+        hit = search_occurrences(store, word=word).hits[0]
+        assert NFD[hit.start : hit.end] == word
 
 
 def test_pre_split_words_are_refused_saying_so(tiny_models: dict[str, bertscope.Model]) -> None:

@@ -9,6 +9,8 @@ pools a text's tokens. A new pooling is a `Pooling` member and an entry here.
 
 from __future__ import annotations
 
+import bisect
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -171,17 +173,36 @@ def word_spans(
     """Each word's (start, end) characters in `text`, from its first piece's start to its last's end.
 
     Byte-level BPE tokenizers whose offsets keep the space before a word ("Ġlike" at " like": ModernBERT's,
-    GPT-2's) would make the word " like"; the space is not part of the word, so it is left out.
+    GPT-2's) would make the word " like"; the space is not part of the word, so it is left out. Combining
+    marks right after the last piece that no piece holds (an uncased WordPiece strips the accents of
+    decomposed "e\u0301te\u0301": its last piece "##e" ends before the mark) are the word's: "été", not "éte".
     """
     spans = []
+    starts: list[int] | None = None  # every piece's start, sorted: made for a word followed by a mark
     for group in groups:
         start, end = offsets[group[0]][0], offsets[group[-1]][1]
         while start < end and text[start].isspace():
             start += 1
         while end > start and text[end - 1].isspace():
             end -= 1
+        if start < end < len(text) and _is_mark(text[end]):
+            starts = sorted(a for a, b in offsets if b > a) if starts is None else starts
+            after = bisect.bisect_left(starts, end)
+            end = _over_marks(text, end, starts[after] if after < len(starts) else len(text))
         spans.append((start, end))
     return spans
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char)[0] == "M"
+
+
+def _over_marks(text: str, end: int, limit: int) -> int:
+    """`end` moved over the combining marks (Unicode M*) that follow it, up to `limit` (the next piece's
+    start: a mark a piece holds is that piece's word's)."""
+    while end < limit and _is_mark(text[end]):
+        end += 1
+    return end
 
 
 class Pieces(Protocol):

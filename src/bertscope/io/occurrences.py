@@ -326,7 +326,10 @@ def _matches(
         text_of = texts[text_row]
         start, end = int(starts[rows[0]]), int(ends[rows[-1]])
         if text_of is not None:  # the space a byte-level BPE piece's offsets keep ("Ġbank") is no part of it
-            start, end = word_spans(text_of, [(start, end)], [[0]])[0]
+            # nor are the next row's characters, where a combining mark after the word is its own piece
+            after = rows[-1] + 1
+            nxt = [(int(starts[after]), int(ends[after]))] if after < len(ids) and positions[after] else []
+            start, end = word_spans(text_of, [(start, end), *nxt], [[0]])[0]
         written = text_of[start:end] if text_of is not None else spelled
         if not written.strip():
             continue  # whitespace alone is no word, as `text_words` (the word rows) leaves it out
