@@ -158,3 +158,25 @@ def test_senses_says_the_search_starts_at_two_and_when_it_chose_nothing(
     said = " ".join(ran.stderr.split())
     assert ran.code == 0 and "note: silhouette cannot score one cluster" in said and "--n-clusters" in said
     assert word_senses(store, "bank", n_clusters=2).note is None  # a number given is no search
+
+
+def test_eval_pairs_best_carries_its_interval_and_the_cells_inside_it(tmp_path: Path) -> None:
+    """'best: layer 6, pooling cls ... spearman 0.8897' of 42 cells on 30 pairs, with no uncertainty:
+    the 95% interval (Fisher z, Fieller's variance 1.06 / (n - 3)) holds other cells."""
+    data = Path(__file__).resolve().parent / "data" / "pairs.tsv"
+    args = ("eval", "pairs", "-i", str(data), "--layers", "4:", "--no-plot")
+    answer = json.loads(run_main(*args, "--json").stdout)
+    best, records = answer["best"], answer["records"]
+    n = best["n_pairs"]
+    half = 1.959964 * np.sqrt(1.06 / (n - 3))
+    z = np.arctanh(best["spearman"])
+    low, high = best["spearman_ci95"]
+    assert (low, high) == pytest.approx((np.tanh(z - half), np.tanh(z + half)), abs=1e-12)
+    inside = [
+        r for r in records if r is not None and r["spearman"] is not None and low <= r["spearman"] <= high
+    ]
+    assert best["n_cells_within_ci"] == len(inside) - 1 >= 1
+    ran = run_main(*args)
+    line = next(x for x in ran.stdout.splitlines() if x.startswith("best:"))  # one line, as scripts read it
+    assert f"(95% interval {low:.2f}-{high:.2f}, Fisher z, n_pairs={n})" in line
+    assert f"; {len(inside) - 1} other cell(s) within its 95% interval: not told apart at n={n}" in line

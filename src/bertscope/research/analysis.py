@@ -72,10 +72,21 @@ class SweepResult:
 
     @property
     def best(self) -> dict[str, Any] | None:
-        """The record with the highest Spearman (NaNs, from constant similarities, never win); None when
-        no cell has a correlation (`note` says why)."""
+        """The record with the highest Spearman (NaNs, from constant similarities, never win), with
+        `spearman_ci95` (its 95% interval, `_spearman_interval`; None under 4 pairs) and
+        `n_cells_within_ci` (the other cells whose Spearman falls inside it: not told apart from it on
+        these pairs); None when no cell has a correlation (`note` says why)."""
         valid = [r for r in self.records if np.isfinite(r["spearman"])]
-        return max(valid, key=lambda r: r["spearman"]) if valid else None
+        if not valid:
+            return None
+        top = max(valid, key=lambda r: r["spearman"])
+        interval = _spearman_interval(top["spearman"], top["n_pairs"])
+        within = (
+            None
+            if interval is None
+            else sum(interval[0] <= r["spearman"] <= interval[1] for r in valid if r is not top)
+        )
+        return {**top, "spearman_ci95": interval, "n_cells_within_ci": within}
 
     def grid(self, metric: str = "spearman") -> tuple[list[str], list[int], np.ndarray]:
         """(row labels pooling[+post], layers, values (rows, layers)) for a heatmap."""
@@ -91,6 +102,16 @@ class SweepResult:
         import pandas as pd
 
         return pd.DataFrame(self.records)
+
+
+def _spearman_interval(rho: float, n: int, *, z: float = 1.959964) -> list[float] | None:
+    """[low, high]: the 95% interval of a Spearman correlation `rho` over `n` pairs by Fisher's z, with
+    Fieller, Hartley & Pearson's (1957) variance for Spearman, 1.06 / (n - 3); None under 4 pairs."""
+    if n < 4 or not np.isfinite(rho):
+        return None
+    centre = float(np.arctanh(np.clip(rho, -1 + 1e-12, 1 - 1e-12)))  # |rho| = 1 would be infinite
+    half = z * float(np.sqrt(1.06 / (n - 3)))
+    return [float(np.tanh(centre - half)), float(np.tanh(centre + half))]
 
 
 def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
