@@ -183,3 +183,19 @@ def test_anatomy_draws_the_projection_the_proof_speaks_of(
     assert heads == ["word", "+ position", "+ segment", "= sum", "LayerNorm", "projected (encoder input)"]
     assert widths == [16, 16, 16, 16, 16, 32]
     assert drawn["bert"][0] == ["word", "+ position", "+ segment", "= sum", "LayerNorm"]  # no copy of it
+
+
+def test_explore_points_at_serve_for_posts_limits_and_a_key(client: TestClient) -> None:
+    """`explore` has no --post, --max-inputs or --api-key; its help said nothing of where they are, while
+    the docs spoke of the server's post-processings. Its 413s name `bertscope serve` (which has them)."""
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    result = CliRunner().invoke(app, ["explore", "--help"], env={"COLUMNS": "200"})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0
+    assert "For post-processings (--post), limits or a key (--api-key), run bertscope serve with them" in said
+    many = client.post("/explore/batch", json={"inputs": ["a"] * 257})  # over the default --max-inputs, 256
+    assert many.status_code == 413
+    assert "start bertscope serve with a higher --max-inputs" in many.json()["detail"]

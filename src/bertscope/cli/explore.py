@@ -57,6 +57,9 @@ def explore(
     """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.
 
     Examples: `bertscope explore`, `bertscope explore --port 8765 --no-open`, `bertscope explore -m ./my-bert`
+
+    For post-processings (--post), limits or a key (--api-key), run `bertscope serve` with them: it
+    serves the same page at /.
     """
     import uvicorn
 
