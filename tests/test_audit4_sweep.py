@@ -225,7 +225,7 @@ def test_library_empty_device_is_refused() -> None:
 def test_an_empty_input_file_is_named(files: dict[str, Path], args: tuple[str, ...]) -> None:
     typed = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
     line = one_error(run_main(*typed))
-    assert f"{files['empty']} holds no text: every line is empty" in line, line
+    assert f"{files['empty']}: the corpus is empty (no text in it)" in line, line
 
 
 # R4: a folder where a file is asked, a file where a folder is needed ------------------------------------

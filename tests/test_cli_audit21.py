@@ -63,3 +63,31 @@ def test_latin1_bytes_are_named_with_an_iconv_example(tmp_path: Path) -> None:
         f"{corpus}:2: not UTF-8 text (invalid continuation byte); convert the file to UTF-8 "
         "(e.g. iconv -f latin1 -t utf-8)"
     )
+
+
+@pytest.mark.parametrize(
+    ("lines", "said"),
+    [
+        ("", "the corpus is empty (no text in it): give a file with one text or more"),
+        ("\n  \n\n", "every line is empty (no text in it): give a file with one text or more"),
+    ],
+)
+def test_an_empty_file_and_one_of_blank_lines_are_told_apart(tmp_path: Path, lines: str, said: str) -> None:
+    """geometry (and every -i FILE) said `empty.txt holds no text: every line is empty` of a 0-byte file,
+    where embed said `empty.txt: the corpus is empty (no text in it)`: one wording, each case its own."""
+    corpus = tmp_path / "in.txt"
+    corpus.write_text(lines, encoding="utf-8")
+    for args in (["geometry", "-i", str(corpus)], ["embed", "-i", str(corpus)]):
+        ran = run_main(*args)
+        assert ran.code == 1 and _one_error_line(ran.stderr) == f"error: {corpus}: {said}", ran
+
+
+def test_static_corpus_names_its_output_not_the_checkpoint_folder(tmp_path: Path) -> None:
+    """It ended `nothing was written to agg.vec.parts`, the checkpoint folder, not the file asked for."""
+    corpus = tmp_path / "empty.txt"
+    corpus.write_text("", encoding="utf-8")
+    output = tmp_path / "agg.vec"
+    ran = run_main("static", "--corpus", str(corpus), "-o", str(output))
+    said = _one_error_line(ran.stderr)
+    assert ran.code == 1 and said.endswith(f"; nothing was written to {output}"), ran
+    assert ".parts" not in said and sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt"]

@@ -95,10 +95,10 @@ def test_an_empty_file_is_named(tmp_path: Path, no_load: None) -> None:
     empty.write_text("")
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n\n")
-    for path in (empty, blank):
+    for path, said in ((empty, "the corpus is empty (no text in it)"), (blank, "every line is empty")):
         ran = run_main("embed", "-i", str(path))
         assert ran.code == 1
-        assert f"{path} holds no text: every line is empty" in ran.stderr
+        assert f"{path}: {said}" in ran.stderr
         assert len(ran.stderr.strip().splitlines()) == 1
 
 

@@ -551,12 +551,10 @@ def read_lines(input_path: str, *, text_field: str = "text") -> Iterator[str]:
 
 
 def no_text(input_path: str, text_field: str, rejects: Any) -> InvalidInput:
-    """The one-line refusal of an -i FILE that holds no text (every line or record empty, or none)."""
-    name = "stdin" if input_path == "-" else input_path
-    if input_path == "-" or input_path.lower().endswith(".txt"):
-        why = "every line is empty"
-    elif rejects.empty:
-        why = f"every record's {text_field} field is empty"
-    else:
-        why = "it has no records"
-    return InvalidInput(f"{name} holds no text: {why}; give a file with one text or more")
+    """The one-line refusal of an -i FILE that holds no text (empty, or every line or record empty), in
+    the words a corpus job says it in (`io.readers.empty_corpus`)."""
+    from ..io.readers import empty_corpus, source_name
+
+    return InvalidInput(
+        f"{source_name(input_path)}: {empty_corpus(input_path, rejects, text_field=text_field)}"
+    )

@@ -23,6 +23,7 @@ from ..errors import CorpusError, InvalidSpec
 __all__ = [
     "Record",
     "Rejects",
+    "empty_corpus",
     "given_texts",
     "read_corpus",
     "read_lines",
@@ -47,6 +48,8 @@ _LONE_CR = (
     "a carriage return (\\r) inside the line: the file has CR (old Mac) line endings, or a stray CR; "
     "lines end at \\n: convert them (e.g. tr '\\r' '\\n' < FILE > FIXED)"
 )
+# The corpus files read as records (by a text field); every other file is read a line a text.
+_RECORD_SUFFIXES = (".jsonl", ".csv", ".tsv", ".parquet")
 # The byte-order marks of the other Unicode encodings ("Unicode" in Notepad, PowerShell's >, iconv -t
 # utf-16), the longer first: UTF-32's little-endian mark begins with UTF-16's.
 _WIDE_BOMS = (
@@ -84,6 +87,20 @@ def given_texts(source: object) -> bool:
 def source_name(source: object) -> str:
     """How messages name a corpus: the file, <stdin>, or <texts> for texts given in code."""
     return "<texts>" if given_texts(source) else shown_path(source)
+
+
+def empty_corpus(source: object, rejects: Rejects, *, text_field: str = "text") -> str:
+    """Why a corpus read to its end gave no text, and the fix, said after its name (`source_name`) by every
+    command that reads one: a file (or stdin) with nothing in it is empty; one of blank lines only says
+    every line is empty; records say their text field is."""
+    fix = "give one text or more" if given_texts(source) or str(source) == "-" else (
+        "give a file with one text or more"
+    )  # fmt: skip
+    if given_texts(source) or not rejects.empty:
+        return f"the corpus is empty (no text in it): {fix}"
+    if str(source) == "-" or Path(str(source)).suffix.lower() not in _RECORD_SUFFIXES:
+        return f"every line is empty (no text in it): {fix}"
+    return f"every record's {text_field!r} field is empty (no text in it): {fix}"
 
 
 def refuse_fields_without_records(
@@ -149,7 +166,7 @@ def read_corpus(
         suffix = path.suffix.lower()
         if not path.is_file():
             raise _unreadable(name, path)
-        named_ids = id_field is not None and suffix in (".jsonl", ".csv", ".tsv", ".parquet")
+        named_ids = id_field is not None and suffix in _RECORD_SUFFIXES
         if suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):

@@ -430,8 +430,10 @@ def static_from_corpus(
     sink = AggregateSink(level, word_key(model), checkpoint=folder, settings=settings, resume=resume,
                          overwrite=overwrite)  # fmt: skip
     summed = _SummedWords(level, sink.running, sink.key)
+    # Messages name the file asked for (`-o agg.vec`), not the checkpoint beside it (agg.vec.parts)
+    output = export if export is not None else folder or "memory"
     summary = run_level(
-        records, summed, sink, source=corpus, output=folder or "memory", rejects=rejects, resume=resume,
+        records, summed, sink, source=corpus, output=output, rejects=rejects, resume=resume,
         batch_size=batch_size, progress=progress,
     )  # fmt: skip
     summary.rows = summed.words
