@@ -32,6 +32,9 @@ NO_FREE_CPUS = (
     "Warning: The Ray cluster currently does not have any available CPUs. The Dataset job will hang unless "
     "more CPUs are freed up."
 )
+NO_PROGRESS = (
+    "Progress bars disabled. To enable, set `ray.data.DataContext.get_current().enable_progress_bars = True`."
+)
 FEW_INPUTS = "The minimum number of concurrent actors for the pool (2) is more than its inputs (1)"
 
 
@@ -143,7 +146,8 @@ def test_static_on_ray_refuses_an_empty_corpus_before_a_model_or_ray(
 
 def test_the_false_no_cpu_warning_is_held_and_other_warnings_shown() -> None:
     """Ray Data's 'does not have any available CPUs ... will hang' reached the console of a quiet job on 2
-    CPUs (the readers and writers ask for no CPU: it does not hang); real warnings still show."""
+    CPUs (the readers and writers ask for no CPU: it does not hang), and 'Progress bars disabled' that of
+    -q, which turned them off; real warnings still show."""
     from bertscope.distributed import raising_bertscope_errors
 
     console, handler = _console()
@@ -151,6 +155,7 @@ def test_the_false_no_cpu_warning_is_held_and_other_warnings_shown() -> None:
     try:
         with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace()), quiet=True):
             logger.warning(NO_FREE_CPUS)
+            logger.warning(NO_PROGRESS)  # what -q asked
             logger.warning("a warning is shown")
         with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace())):
             logger.warning(NO_FREE_CPUS)  # not quiet: as Ray has it

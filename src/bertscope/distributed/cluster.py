@@ -33,12 +33,13 @@ _INSTALL = "the Ray engine needs Ray: pip install 'bertscope[ray]' (or pip insta
 CONNECT_SECONDS = 10.0
 _TRIES = "RAY_gcs_server_port_wait_time_s"  # read by ray.init when it joins a cluster: its tries, ~1 s apart
 _RAY_ADVICE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff .*\Z", re.DOTALL)
-# Ray's warnings that are false for a bertscope job, held off the console when quiet. An actor pool given
-# fewer blocks than actors (a resumed job with nothing left gets none) warns through `warnings`; Ray Data
-# logs that the cluster has no CPU free while the actors hold every CPU, but the readers and writers ask
-# for none (IO_CPUS), so the job does not hang as it says.
+# Ray's warnings that are false or idle for a bertscope job, held off the console when quiet. An actor
+# pool given fewer blocks than actors (a resumed job with nothing left gets none) warns through
+# `warnings`; Ray Data logs that the cluster has no CPU free while the actors hold every CPU, but the
+# readers and writers ask for none (IO_CPUS), so the job does not hang as it says; and that its progress
+# bars are off, which the job's own -q asked.
 _FEW_INPUTS = "The minimum number of concurrent actors"
-_NO_FREE_CPUS = "does not have any available CPUs"
+_HELD_WARNINGS = ("does not have any available CPUs", "Progress bars disabled", "Progress bars for operators")
 
 
 def import_ray() -> Any:
@@ -120,8 +121,9 @@ def raising_bertscope_errors(dataset: Any, *, quiet: bool = False) -> Iterator[N
     would show that instead of the local job's one line. Ray Data's console errors are held back
     meanwhile: dropped when the error was bertscope's, shown as they were for any other failure.
     `quiet` keeps Ray Data's INFO lines (its plan, and its progress where stderr is not a terminal) off
-    the console too, and the warnings that are false for a bertscope job (an actor pool with fewer
-    inputs than actors, no CPU free for the readers); its log file under the Ray session keeps them.
+    the console too, and the warnings that are false or idle for a bertscope job (an actor pool with
+    fewer inputs than actors, no CPU free for the readers, progress bars off); its log file under the
+    Ray session keeps them.
     """
     dataset.context.raise_original_map_exception = True  # this dataset's own copy of the context
     held, found = _HeldErrors(quiet=quiet), None
@@ -178,7 +180,8 @@ class _HeldErrors:
         if record.levelno < logging.ERROR:
             if not self.quiet:
                 return True
-            return record.levelno >= logging.WARNING and _NO_FREE_CPUS not in record.getMessage()
+            said = record.getMessage()
+            return record.levelno >= logging.WARNING and not any(held in said for held in _HELD_WARNINGS)
         self.held.append(record)
         return False
 
