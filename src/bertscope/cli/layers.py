@@ -71,13 +71,16 @@ def probe_command(
             "--input",
             "-i",
             help="Word level: `word<TAB>label` per line, a blank line between sentences, label _ for "
-            "context only (or CoNLL-U with --label-field). Sentence level: `text<TAB>label`.",
+            "context only (or CoNLL-U with --label-field). Sentence level: `text<TAB>label`. Structural "
+            "probes (--task distance|depth): CoNLL-U with heads.",
         ),
     ],
     test: Annotated[
         str | None,
         typer.Option(
-            "--test", help="Score on this file (same layout), trained on --input: held out, no folds."
+            "--test",
+            help="Score on this file (same layout), trained on --input. Without it a label probe "
+            "cross-validates (--folds), a structural probe holds out every 5th distinct sentence.",
         ),
     ] = None,
     probe_kind: Annotated[
@@ -150,7 +153,14 @@ def probe_command(
     subword: Annotated[
         str, typer.Option("--subword", help="Pieces of one word: first, last, mean, first_last.")
     ] = "mean",
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the control labels.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(
+            "--seed",
+            help="Label probes: the folds and the control labels. Structural probes: B's start and the "
+            "sentence order.",
+        ),
+    ] = 0,
     n_jobs: Annotated[
         int | None,
         typer.Option(
@@ -170,9 +180,12 @@ def probe_command(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Linear probes per layer: accuracy and macro-F1 (95% CI over folds; accuracy's at least Wilson's),
-    the majority baseline, and with --control the control task and selectivity. Rows: `static` (input
-    rows alone), then layers 0..L.
+    """Probes per layer: labels (default), or the parse tree with --task distance|depth.
+
+    Label probes: accuracy and macro-F1 (95% CI over folds; accuracy's at least Wilson's), the majority
+    baseline, and with --control the control task and selectivity. Structural probes (Hewitt & Manning):
+    a rank-k map per layer trained on CoNLL-U trees, scored by UUAS and DSpr (distance) or root accuracy
+    and NSpr (depth) beside the linear chain. Rows: `static` (input rows alone), then layers 0..L.
 
     Examples: `bertscope probe -i examples/senses.tsv`,
     `bertscope probe -i examples/pos.conllu --label-field upos --control -o probe.png`,
@@ -180,13 +193,18 @@ def probe_command(
     `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --label-field upos
     --per-label`,
     `bertscope probe -i examples/pos.conllu --label-field upos --control --sweep hidden=16,256`,
-    `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --task distance`
+    `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --task distance`,
+    `bertscope probe -i examples/trees.conllu --task depth --layers 2:5 --punct xpos --seed 1`
     """
     from ..research.probe import probe
 
     label_field = old_spelling(label_field, old_column, name="--label-field", old="--column")
     probe_kind = old_spelling(probe_kind, old_probe, name="--kind", old="--probe")
     level = level_option(level, ["words", "sentence"])  # the probe's levels; --level word is words
+    from ..core._enums import SubwordPooling
+
+    # named by its flag, before the model loads (the library's refusal names `subword pooling`)
+    pieces = SubwordPooling.parse(subword, what="--subword")
     run: dict[str, Any] = dict(
         device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
     )
@@ -218,7 +236,7 @@ def probe_command(
         m = load_model(model, **run)
         run_structural(
             m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,
-            epochs=40 if epochs is None else epochs, subword=subword, seed=seed, output=picture,
+            epochs=40 if epochs is None else epochs, subword=pieces.value, seed=seed, output=picture,
             overwrite=overwrite, as_json=as_json, punct=rule.value,
         )  # fmt: skip
         return
@@ -233,7 +251,7 @@ def probe_command(
         raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")
     m = load_model(model, **run)
     result = probe(
-        m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
+        m, input_path, level=level, layers=layers, folds=folds, control=control, subword=pieces,
         label_field=label_field, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
         per_label=per_label, per_label_layer=per_label_layer,
     )  # fmt: skip
