@@ -18,6 +18,20 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TREES, TREES_TEST = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
 
 
+# --- 4. the table names its subword pooling, punctuation rule and seed -------------------------------------
+
+
+def test_the_summary_names_subword_punct_and_seed() -> None:
+    ran = run_main(
+        "probe", "-i", str(EXAMPLES / "ewt" / "dev.conllu"), "--task", "distance", "--punct", "xpos",
+        "--subword", "first_last", "--seed", "3", "--layers", "0", "--epochs", "1", "--rank", "2",
+    )  # fmt: skip
+    assert ran.code == 0, ran.stderr
+    text = " ".join(ran.stdout.split())
+    assert "(rank 2, 1 epoch) with --subword first_last, --punct xpos and --seed 3, tested on" in text
+    assert "gold undirected edges (Penn Treebank XPOS punctuation left out)" in text
+
+
 # --- 5. probe --help describes both probes -------------------------------------------------------------
 
 

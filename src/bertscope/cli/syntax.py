@@ -12,11 +12,13 @@ from .app import emit_json, err, out
 
 TASKS = ("distance", "depth")
 NOTE = {
-    "distance": "UUAS: gold undirected edges (punctuation left out) found by the minimum spanning tree of "
+    "distance": "UUAS: gold undirected edges ({punct} left out) found by the minimum spanning tree of "
     "the predicted distances; DSpr: Spearman of predicted and gold distances, averaged over lengths 5-50",
-    "depth": "root acc.: the least deep word (punctuation left out) is the root; NSpr: Spearman of "
+    "depth": "root acc.: the least deep word ({punct} left out) is the root; NSpr: Spearman of "
     "predicted and gold depths, averaged over lengths 5-50; the chain's root is the first word",
 }
+# The punctuation each --punct rule leaves out of the scores, as the note names it.
+PUNCT = {"upos": "UPOS PUNCT", "xpos": "Penn Treebank XPOS punctuation"}
 
 
 def _fmt(value: Any) -> str:
@@ -66,14 +68,19 @@ def run_structural(
         table.add_row(str(row["layer"]), _fmt(row[a]), _fmt(row[b]))
     table.add_row("chain", _fmt(result.baseline[a]), _fmt(result.baseline[b]), style="dim")
     out.print(table)
-    ranks = sorted(set(result.settings["rank"].values()))
+    settings = result.settings
+    ranks = sorted(set(settings["rank"].values()))
+    # what produced the table, in the flags that choose it: another --subword, --punct or --seed differs
+    how = (
+        f"(rank {'/'.join(map(str, ranks))}, {_count(settings['epochs'], 'epoch')}) with --subword "
+        f"{settings['subword']}, --punct {settings['punct']} and --seed {settings['seed']}"
+    )
     out.print(
-        f"trained on {_count(result.n_train, 'sentence')} of {train} (rank {'/'.join(map(str, ranks))}, "
-        f"{_count(result.settings['epochs'], 'epoch')}), tested on {result.n_test} ({held}); chain: the "
-        "linear-chain baseline (each word linked to the next)",
+        f"trained on {_count(result.n_train, 'sentence')} of {train} {how}, tested on {result.n_test} "
+        f"({held}); chain: the linear-chain baseline (each word linked to the next)",
         highlight=False,
     )
-    note = NOTE[result.task]
+    note = NOTE[result.task].format(punct=PUNCT.get(settings["punct"], settings["punct"]))
     rows = [*result.rows, result.baseline]
     # UUAS counts gold edges between words that are not punctuation: a test set with none has no UUAS
     # (root acc. is None only without test sentences, which the probe refuses)
