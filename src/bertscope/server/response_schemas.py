@@ -365,14 +365,24 @@ class ExploreLayersResponse(BaseModel):
 class ExploreBatchResponse(BaseModel):
     """Texts as the model reads them together: right-padded pieces and ids, and the attention mask."""
 
+    model: str
     pad_id: int
     tokens: list[list[str]]
-    ids: list[list[int]]
+    input_ids: list[list[int]] = Field(description="Each text's ids, right-padded (transformers' name).")
+    ids: list[list[int]] = Field(
+        description='The older name of "input_ids" (the same ids).', json_schema_extra={"deprecated": True}
+    )
     attention_mask: list[list[int]]
+    token_type_ids: list[list[int]] | None = Field(
+        description="Each text's token type ids, right-padded; null where the model type has none."
+    )
     n_dropped: list[int]
 
 
 class ExplorePostsResponse(BaseModel):
+    """The post-processings the server has loaded (`bertscope serve --post NAME=FILE`), by name."""
+
+    model: str
     posts: list[str]
 
 
