@@ -180,3 +180,25 @@ def test_eval_pairs_best_carries_its_interval_and_the_cells_inside_it(tmp_path: 
     line = next(x for x in ran.stdout.splitlines() if x.startswith("best:"))  # one line, as scripts read it
     assert f"(95% interval {low:.2f}-{high:.2f}, Fisher z, n_pairs={n})" in line
     assert f"; {len(inside) - 1} other cell(s) within its 95% interval: not told apart at n={n}" in line
+
+
+def test_geometry_says_what_twonn_rests_on_always(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """Past 100 points TwoNN said nothing, though on token vectors its figure moves with the number of
+    points and the seed: each record carries n_points and the result a note that says so, always."""
+    from bertscope.research.geometry import geometry
+
+    texts = [f"{t} number {n}" for n in range(6) for t in TINY]
+    full = geometry(bundled, texts, layers="0,3")  # layer 0 repeats vectors, layer 3 does not
+    assert geometry(bundled, texts, layers="3").twonn_note is None  # steady enough by the old rule
+    assert [r["n_points"] for r in full.layers] == [
+        full.settings["twonn_sample"] - r["twins"] for r in full.layers
+    ]
+    counts = sorted({r["n_points"] for r in full.layers})
+    assert full.twonn_sample_note is not None
+    assert f"rests on {counts[0]} to {counts[-1]} (by layer) distinct points (all the tokens)" in (
+        full.twonn_sample_note
+    )
+    assert "changes with the number of points" in full.twonn_sample_note
+    sampled = geometry(bundled, texts, layers="3", max_tokens_sampled=20).to_dict()
+    assert sampled["layers"][0]["n_points"] == 20
+    assert f"(a sample of 20 of {full.settings['n_tokens']} tokens)" in sampled["twonn_sample_note"]
