@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope.core.layers import parse_layers
-from bertscope.core.pooling import text_words, word_spans
+from bertscope.core.pooling import word_spans
 from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from bertscope.io.occurrences import search_occurrences
 from bertscope.server import ServerSettings, create_app
@@ -102,15 +102,6 @@ def test_decomposed_accents_stay_in_their_word(
         bertscope.embed_corpus(corpus, store, model=model, level="tokens", progress=False)
         hit = search_occurrences(store, word=word).hits[0]
         assert NFD[hit.start : hit.end] == word
-
-
-def test_a_zero_width_space_is_no_word(byte_level: bertscope.Model) -> None:
-    """Byte-level BPE gives U+200B (a format character, Cf) a word id of its own: no word, as a space."""
-    text = "em\u200bzero and\u2060 \ufeff"
-    assert byte_level.embed_words(text)[0].words == ["em", "zero", "and"]
-    tok = byte_level.embed_tokens(text)[0]
-    # stored word rows keep it (verify makes old stores' rows again and compares them by position)
-    assert [text[a:b] for a, b in text_words(tok)[1]] == ["em", "\u200b", "zero", "and", "\u2060", "\ufeff"]
 
 
 def test_pre_split_words_are_refused_saying_so(tiny_models: dict[str, bertscope.Model]) -> None:

@@ -218,30 +218,17 @@ class Pieces(Protocol):
     def special_mask(self) -> Sequence[bool]: ...
 
 
-def text_words(tok: Pieces, *, format_words: bool = True) -> tuple[list[list[int]], list[tuple[int, int]]]:
+def text_words(tok: Pieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
     """A text's words: each one's token indices (`group_words`) and (start, end) characters (`word_spans`).
 
     A group of whitespace alone is no word and is left out: a byte-level BPE tokenizer (ModernBERT's,
     RoBERTa's) gives a line break ("Ċ") or a second space ("Ġ") a word id of its own, which would make a
     word of no characters. Word vectors, word rows, occurrences and contextuality all read words here.
-    `format_words=False` leaves out a group of format characters alone (Unicode Cf: a zero-width space,
-    a word joiner, a byte-order mark) too, which byte-level BPE also makes a word ("em\u200bzero": em,
-    \u200b, zero), as it leaves out whitespace: embed_words and `whole_words` do. Stored word rows keep such
-    a word (the default): verify makes a store's rows again by this rule and compares them by position.
     """
     groups = group_words(tok.word_ids, tok.special_mask)
     spans = word_spans(tok.text, tok.offsets, groups)
-    kept = [
-        i
-        for i, (start, end) in enumerate(spans)
-        if start < end and (format_words or not _invisible(tok.text[start:end]))
-    ]
+    kept = [i for i, (start, end) in enumerate(spans) if start < end]
     return [groups[i] for i in kept], [spans[i] for i in kept]
-
-
-def _invisible(word: str) -> bool:
-    """Whether `word` is format characters (Cf) and whitespace alone: nothing a reader sees."""
-    return all(char.isspace() or unicodedata.category(char) == "Cf" for char in word)
 
 
 class CutPieces(Pieces, Protocol):
@@ -258,7 +245,7 @@ def whole_words(tok: CutPieces) -> tuple[list[list[int]], list[tuple[int, int]]]
     so a word is whole or cut as the tokenizer splits words: WordPiece's "coast" before a cut "," is whole
     (the comma is a word of its own), SentencePiece's "coast" of "coast," is not (one word there).
     """
-    groups, spans = text_words(tok, format_words=False)
+    groups, spans = text_words(tok)
     content = [i for i, special in enumerate(tok.special_mask) if not special]
     if tok.last_word_cut and groups and content and groups[-1][-1] == content[-1]:
         return groups[:-1], spans[:-1]
@@ -283,9 +270,8 @@ def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: Su
 
 
 def word_embeddings(tok: TokenEmbeddings, subword: SubwordPooling) -> WordEmbeddings:
-    """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart; a
-    word of format characters alone (a zero-width space) is none, as whitespace (`text_words`)."""
-    groups, spans = text_words(tok, format_words=False)
+    """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart."""
+    groups, spans = text_words(tok)
     if tok.vectors.ndim == 3:  # stacked layers: (tokens, k, d) -> (words, k, d), pooled per layer
         layers = range(tok.vectors.shape[1])
         vectors = np.stack([pool_words(tok.vectors[:, i], groups, subword) for i in layers], axis=1)
