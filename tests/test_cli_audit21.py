@@ -91,3 +91,31 @@ def test_static_corpus_names_its_output_not_the_checkpoint_folder(tmp_path: Path
     said = _one_error_line(ran.stderr)
     assert ran.code == 1 and said.endswith(f"; nothing was written to {output}"), ran
     assert ".parts" not in said and sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt"]
+
+
+def test_stdout_is_no_output_of_a_corpus_job_or_static_vectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`static --corpus ... -o - --format word2vec` wrote a file named `-` (and `-.counts.tsv`); `embed -o -`
+    advised a file named `-.parquet`."""
+    from bertscope.io.formats import open_sink
+    from bertscope.research.aggregate import check_export
+
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "in.txt"
+    corpus.write_text("a cat\na dog\n", encoding="utf-8")
+    static = "-: stdout is not an output: static vectors are written to a file; give a file name such as "
+    static += "vectors.vec"
+    job = "-: stdout is not an output: a corpus job writes its vectors to a file; give a file name with a "
+    job += "known type"
+    with pytest.raises(CorpusError) as refused:
+        check_export("-", [1], format="word2vec", resume=False, overwrite=True)
+    assert str(refused.value) == static
+    with pytest.raises(CorpusError, match=f"^{job} such as vectors.parquet "):
+        open_sink("-", settings={})
+    ran = run_main("static", "--corpus", str(corpus), "-o", "-", "--format", "word2vec")
+    assert ran.code == 1 and _one_error_line(ran.stderr) == f"error: {static}", ran
+    ran = run_main("embed", "-i", str(corpus), "-o", "-")
+    assert ran.code == 1 and _one_error_line(ran.stderr).startswith(f"error: {job}"), ran
+    assert "-.parquet" not in ran.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]

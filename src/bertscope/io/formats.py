@@ -190,11 +190,16 @@ def open_sink(
 ) -> Sink:
     """The sink for an output path, by its suffix, checked against resume/overwrite and the level."""
     path = Path(path)
+    supported = ", ".join(SUPPORTED_OUTPUTS)
+    if str(path) == "-":  # the vectors of a job are a store, resumed and read back: never a stream
+        raise CorpusError(
+            f"-: stdout is not an output: a corpus job writes its vectors to a file; give a file name "
+            f"with a known type such as vectors.parquet ({supported})"
+        )
     if not path.parent.exists():
         raise CorpusError(f"cannot write {path}: the folder {path.parent} does not exist")
     rules = rules_of(path)
     if rules is None:
-        supported = ", ".join(SUPPORTED_OUTPUTS)
         if path.is_dir():
             raise CorpusError(
                 f"{path}: a folder output is written by a Ray corpus job only (embed --engine ray); "
