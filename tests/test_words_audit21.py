@@ -16,6 +16,7 @@ from bertscope.core.pooling import word_spans
 from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from bertscope.io.occurrences import search_occurrences
 from bertscope.server import ServerSettings, create_app
+from console import run_main
 from tiny_models import build_tiny_model
 
 # 61 words and "token" fill the tiny model's 64 tokens with [CLS] and [SEP]: "##ization" is cut
@@ -82,6 +83,34 @@ def test_the_service_refuses_a_context_word_the_cut_split(
         answer = client.post("/occurrences", json=body)
     assert answer.status_code == 422, answer.text
     assert "'token' as a whole word within the model's 64 tokens" in answer.json()["detail"]
+
+
+def test_the_service_and_the_json_count_a_cut_context(
+    token_store: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """/occurrences and `similar --word --json` carry the context's n_dropped, as Occurrences does."""
+    context = "the token " + "word " * 70
+    settings = ServerSettings(stores=(("tok", str(token_store)),))
+    with TestClient(create_app(tiny_models["bert"], settings=settings)) as client:
+        answer = client.post("/occurrences", json={"store": "tok", "word": "token", "context": context})
+        whole = client.post("/occurrences", json={"store": "tok", "word": "token", "context": "the token"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["n_dropped"] == 10 and whole.json()["n_dropped"] == 0
+    model_dir = tiny_models["bert"].info().source
+    done = run_main(
+        "similar",
+        "--store",
+        str(token_store),
+        "--word",
+        "token",
+        "--context",
+        context,
+        "-m",
+        model_dir,
+        "--json",
+    )
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout)["n_dropped"] == 10
 
 
 def test_decomposed_accents_stay_in_their_word(

@@ -361,6 +361,7 @@ def _occurrences(
                 "context": context,
                 "context_span": None if found.context_span is None else list(found.context_span),
                 "n_occurrences": found.n_occurrences,
+                "n_dropped": found.n_dropped,
                 "hits": [h.__dict__ for h in found.hits],
             }
         )

@@ -264,6 +264,10 @@ class OccurrencesResponse(BaseModel):
         "where the context uses it more than once (null without a context).",
     )
     n_occurrences: int = Field(description="How many times the word occurs in the store.")
+    n_dropped: int = Field(
+        0,
+        description="Word pieces the model's limit cut from the context searched with (0: none cut).",
+    )
     total: int = Field(
         description='The older name of "n_occurrences" (the same count).',
         json_schema_extra={"deprecated": True},

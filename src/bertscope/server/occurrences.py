@@ -67,6 +67,7 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
             context=req.context,
             context_span=None if found.context_span is None else list(found.context_span),
             n_occurrences=found.n_occurrences,
+            n_dropped=found.n_dropped,
             total=found.n_occurrences,  # its older name, still sent beside it
             hits=[hit.__dict__ for hit in found.hits],
         )
