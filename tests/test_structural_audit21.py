@@ -4,18 +4,56 @@ describes both probes, `--subword` is named in its refusal, one shared sentence 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import typer
 
+import bertscope
 from bertscope.cli import app
+from bertscope.errors import InvalidInput
+from bertscope.research.conllu import read_trees, tree_distances
 from bertscope.research.probe_data import shared_sentences
+from bertscope.research.structural import structural_probe
+from bertscope.research.structural_fit import gradient, zero_map_loss
 from console import run_main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TREES, TREES_TEST = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
+
+
+# --- 2. a fit that diverged without overflowing is refused ------------------------------------------------
+
+
+def test_zero_map_loss_is_the_loss_of_b_zero() -> None:
+    trees = read_trees(TREES)[:6]
+    rng = np.random.default_rng(0)
+    vectors = [rng.normal(size=(len(t), 4)) for t in trees]
+    for distance in (True, False):
+        golds = [tree_distances(t.heads) if distance else np.arange(len(t), dtype=float) for t in trees]
+        loss, _ = gradient(np.zeros((2, 4)), vectors, golds, distance=distance)
+        assert zero_map_loss(golds, distance=distance) == pytest.approx(loss, rel=1e-12)
+
+
+@pytest.mark.parametrize("task", ["distance", "depth"])
+def test_a_diverged_fit_is_refused(bundled: bertscope.Model, task: str) -> None:
+    # lr=5: the loss ends near 100 (distance) / 60 (depth), finite, where B = 0 scores 1.6 / 1.0
+    with pytest.raises(InvalidInput) as caught:
+        structural_probe(bundled, TREES, TREES_TEST, task=task, layers="3", epochs=20, lr=5, progress=False)
+    said = str(caught.value)
+    assert re.fullmatch(
+        rf"the static row probe's training loss ended at [0-9.]+ with lr=5, above the [0-9.]+ of "
+        rf"predicting every {task} 0: the steps diverged; give a lower lr= \(e\.g\. 0\.05\)",
+        said,
+    ), said
+
+
+def test_a_good_fit_is_not_refused(bundled: bertscope.Model) -> None:
+    result = structural_probe(bundled, TREES, TREES_TEST, layers="3", epochs=20, lr=0.05, progress=False)
+    assert result.settings["train_loss"]["3"] < 0.1
 
 
 # --- 4. the table names its subword pooling, punctuation rule and seed -------------------------------------

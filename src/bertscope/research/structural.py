@@ -35,7 +35,7 @@ from .conllu import Punct, Tree, check_trees, read_trees, tree_depths, tree_dist
 from .probe_data import no_pieces, shared_sentences
 from .row_file import RowFile
 from .states import check_seed, layer_states, layered, static_rows
-from .structural_fit import fit_probe, predict_depths, predict_distances
+from .structural_fit import fit_probe, predict_depths, predict_distances, zero_map_loss
 from .structural_metrics import chain_depths, chain_distances, depth_scores, distance_scores
 from .word_pieces import word_pieces
 
@@ -201,12 +201,14 @@ def structural_probe(
         golds = [tree_distances(t.heads) if distance else tree_depths(t.heads) for t in train_trees]
         named: list[tuple[str | int, RowFile, RowFile]] = [("static", feats[0], tested[0])]
         named += [(k, feats[1][i], tested[1][i]) for i, k in enumerate(chosen)]
+        # the loss of predicting every distance (depth) 0: a fit that ends above it diverged (_check_loss)
+        floor = zero_map_loss(golds, distance=distance)
         rows = []
         with step_progress(len(named) * epochs, "training structural probes", enabled=progress) as step:
             for layer, x, x_test in named:
                 fit = Fit(distance, rank, epochs, batch_size, lr, seed)
                 scores, k, loss = _layer_row(x, feats[2], golds, x_test, tested[2], test_trees, fit, step)
-                _check_loss(loss, layer, lr)
+                _check_loss(loss, layer, lr, floor, distance=distance)
                 rows.append({"layer": layer, **scores})
                 settings["rank"][str(layer)] = k
                 settings["train_loss"][str(layer)] = round(loss, 6)
@@ -309,14 +311,23 @@ def _check_numbers(*, rank: int, epochs: int, batch_size: int, lr: float, seed: 
     check_seed(seed)
 
 
-def _check_loss(loss: float, layer: str | int, lr: float) -> None:
-    """Refuse a probe whose training loss overflowed (NaN or inf): its map is no fit, and its scores
-    (a UUAS of 0, no DSpr) would read as a layer's result."""
+def _check_loss(loss: float, layer: str | int, lr: float, floor: float, *, distance: bool) -> None:
+    """Refuse a probe whose training loss overflowed (NaN or inf), or diverged: ended above `floor`, the
+    loss of B = 0 (every prediction 0). Its map is no fit, and its scores (a UUAS of 0, no DSpr, or a
+    chance-level one) would read as a layer's result. Any fit that learned from the trees ends below
+    `floor`: the start is near B = 0 and the rate falls to 0. A floor of 0 (every gold 0: sentences of
+    one word) has nothing to diverge from."""
+    row = "static row" if layer == "static" else f"layer {layer}"
     if not math.isfinite(loss):
-        row = "static row" if layer == "static" else f"layer {layer}"
         raise InvalidInput(
             f"the {row} probe's training loss became {loss} with lr={lr:g}: the steps overflowed; give a "
             f"lower lr= (e.g. {lr / 100:g})"
+        )
+    if floor > 0 and loss > floor:
+        what = "distance" if distance else "depth"
+        raise InvalidInput(
+            f"the {row} probe's training loss ended at {loss:.4g} with lr={lr:g}, above the {floor:.4g} of "
+            f"predicting every {what} 0: the steps diverged; give a lower lr= (e.g. {lr / 100:g})"
         )
 
 

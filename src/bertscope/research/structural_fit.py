@@ -26,7 +26,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["DECIMALS", "SMOOTH", "fit_probe", "gradient", "predict_depths", "predict_distances"]
+__all__ = [
+    "DECIMALS",
+    "SMOOTH",
+    "fit_probe",
+    "gradient",
+    "predict_depths",
+    "predict_distances",
+    "zero_map_loss",
+]
 
 DECIMALS = 6
 # The pseudo-Huber scale, in tree edges: L1 beyond it, quadratic within it.
@@ -104,6 +112,17 @@ def gradient(
             loss += float((soft - SMOOTH).sum()) / n
             grad += (2.0 / n) * ((u * (error / soft)[:, None]).T @ h)
     return loss / len(vectors), grad / len(vectors)
+
+
+def zero_map_loss(golds: Sequence[np.ndarray], *, distance: bool) -> float:
+    """The training loss of B = 0, which predicts every distance (depth) 0: the mean over sentences of
+    `gradient`'s loss with every prediction 0. A fit whose last epoch ends above it has diverged."""
+    total = 0.0
+    for gold in golds:
+        soft = np.sqrt(np.asarray(gold, dtype=np.float64) ** 2 + SMOOTH * SMOOTH) - SMOOTH
+        n = len(gold)
+        total += float(soft.sum()) / (n * n if distance else n)
+    return total / max(len(golds), 1)
 
 
 def predict_distances(b: np.ndarray, h: np.ndarray) -> np.ndarray:
