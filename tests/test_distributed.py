@@ -759,8 +759,8 @@ def test_a_resumed_token_job_embeds_again_a_unit_cut_across_shards(
 def test_ctrl_c_stops_a_ray_job_with_the_local_jobs_interruption(
     tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Ctrl-C in the driver ends as the local job's does: JobInterrupted (exit 130) saying to --resume,
-    the shards written so far kept. No Ray cluster: the dataset's write is where the signal lands."""
+    """Ctrl-C in the driver ends as the local job's does: JobInterrupted (exit 130); before its first
+    shard it says nothing was saved. No Ray cluster: the dataset's write is where the signal lands."""
     import bertscope.distributed as distributed
     from bertscope.errors import JobInterrupted
 
@@ -771,7 +771,7 @@ def test_ctrl_c_stops_a_ray_job_with_the_local_jobs_interruption(
     monkeypatch.setattr(distributed, "import_ray", _fake_ray)
     monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: Interrupted())
     corpus = _corpus(tmp_path / "c.jsonl", 10)
-    with pytest.raises(JobInterrupted, match=r"resume=True \(--resume\) to continue"):
+    with pytest.raises(JobInterrupted, match=r"before any shard was written to .*; nothing was saved"):
         distributed.run_ray_job(str(corpus), tmp_path / "out", model=str(tiny_dirs["bert"]), progress=False)
     # stopped before its first shard: nothing saved, nothing left (as the local job) to refuse the next run
     assert not (tmp_path / "out").exists()
