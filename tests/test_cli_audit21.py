@@ -119,3 +119,19 @@ def test_stdout_is_no_output_of_a_corpus_job_or_static_vectors(
     assert ran.code == 1 and _one_error_line(ran.stderr).startswith(f"error: {job}"), ran
     assert "-.parquet" not in ran.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_an_ids_item_that_is_no_whole_number_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`static --ids abc` exited 1 (after loading the model) where `--batch-size abc` exits 2."""
+    import bertscope.cli.basics as basics
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded before the refusal")
+
+    monkeypatch.setattr(basics, "load_model", no_load)
+    monkeypatch.setattr(basics.FolderView, "open", no_load)  # the rows read from the folder, without torch
+    for args in (["static", "--ids", "abc"], ["static", "--ids", "7852", "1.5", "-k", "3"]):
+        ran = run_main(*args)
+        bad = args[3] if len(args) > 3 else args[2]
+        said = f"error: --ids takes token ids (whole numbers), not {bad!r}; see `bertscope static --help`"
+        assert ran.code == 2 and _one_error_line(ran.stderr) == said, ran

@@ -308,7 +308,8 @@ def test_corrupt_weights_are_a_model_load_error(bundled_path: Path, tmp_path: Pa
 
 
 def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
-    """Bad ids, an unwritable place: one 'error:' line, exit 1, no traceback, as the console runs it."""
+    """Bad ids, an unwritable place: one 'error:' line, no traceback, as the console runs it; exit 1, and 2
+    for an --ids item that is no whole number (a usage error, as a value not of an option's type)."""
     import os
     import subprocess
     import sys
@@ -323,12 +324,12 @@ def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, env=env, timeout=300
     )
-    outcomes = [(run.returncode, run.stderr, "error:")]
+    outcomes = [(run.returncode, run.stderr, "error:", 1)]
     for args in (["static", "--ids", "abc"], ["static", "--ids", "abc", "-o", str(tmp_path / "x.vec")]):
         ran = run_main(*args)
-        outcomes.append((ran.code, ran.stderr, "--ids takes token ids"))
-    for code, stderr, expected in outcomes:
-        assert code == 1, stderr
+        outcomes.append((ran.code, ran.stderr, "--ids takes token ids", 2))
+    for code, stderr, expected, exit_code in outcomes:
+        assert code == exit_code, stderr
         assert expected in stderr and "Traceback" not in stderr, stderr
         assert len(stderr.strip().splitlines()) == 1, stderr
 

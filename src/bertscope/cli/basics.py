@@ -38,6 +38,7 @@ from .app import (
     top_k_option,
     with_pair,
 )
+from .typer_setup import missing_argument
 
 TOKENS_FIX = "embed and similarity cut them there too; --long window shows (and embeds) every token"
 ANATOMY_FIX = "the anatomy stops there; split the text to see its end"
@@ -289,6 +290,8 @@ def static(
     word = word or old_word
     if ids and word:
         raise InvalidInput(f"--ids reads token ids and {words_flag} reads words; give one of them")
+    for item in (items or []) if ids else []:
+        _token_id(item)  # before any load: a value that is no whole number is a usage error
     if corpus is None:
         aggregation = {
             "--layers": layers is not None,
@@ -497,8 +500,9 @@ def _exit_if_proof_fails(anatomy: Any, model: Any) -> None:
 
 
 def _token_id(item: str) -> int:
-    """A token id given on the command line, or a one-line error naming it."""
+    """A token id given on the command line; an item that is no whole number is a usage error (exit 2),
+    as a value not of an option's type is (docs/errors.md)."""
     try:
         return int(item)
     except ValueError:
-        raise InvalidInput(f"--ids takes token ids (whole numbers), not {item!r}") from None
+        raise missing_argument(f"--ids takes token ids (whole numbers), not {item!r}") from None
