@@ -189,7 +189,7 @@ def contextuality_cmd(
     ]
     out.print(records_table(result.records, "contextuality per layer", keys))
     for line in counts_lines(result):
-        out.print(line, highlight=False)
+        out.print(line, highlight=False, soft_wrap=True)  # a line each, whatever the terminal's width
     out.print(
         "static = the word's piece rows (self-similarity 1 to float precision); layer 0 = "
         "LayerNorm(word + position + segment): occurrences differ only by position",
