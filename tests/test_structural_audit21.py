@@ -15,7 +15,8 @@ import typer
 import bertscope
 from bertscope.cli import app
 from bertscope.errors import InvalidInput
-from bertscope.research.conllu import read_trees, tree_distances
+from bertscope.research import structural
+from bertscope.research.conllu import Tree, read_trees, tree_distances
 from bertscope.research.probe_data import shared_sentences
 from bertscope.research.structural import structural_probe
 from bertscope.research.structural_fit import gradient, zero_map_loss
@@ -54,6 +55,47 @@ def test_a_diverged_fit_is_refused(bundled: bertscope.Model, task: str) -> None:
 def test_a_good_fit_is_not_refused(bundled: bertscope.Model) -> None:
     result = structural_probe(bundled, TREES, TREES_TEST, layers="3", epochs=20, lr=0.05, progress=False)
     assert result.settings["train_loss"]["3"] < 0.1
+
+
+# --- 3. sentences over the model's limit are said; large vector files are said --------------------------
+
+
+def _chain(words: list[str]) -> Tree:
+    return Tree(tuple(words), ("NOUN",) * len(words), tuple(range(-1, len(words) - 1)))
+
+
+def test_windowed_sentences_are_said(bundled: bertscope.Model) -> None:
+    short = [_chain(f"the cat number {i} sleeps here".split()) for i in range(5)]
+    long = _chain([f"word{i}" for i in range(300)])  # over 256 tokens
+    with pytest.warns(UserWarning) as said:
+        structural_probe(bundled, [*short, long], short[:2], layers="0", epochs=1, rank=2, progress=False)
+    lines = [str(w.message) for w in said]
+    assert (
+        "1 of the 6 training sentences is longer than the model's 256 tokens: read in overlapping windows "
+        "(each token from the window it is most central in), never whole"
+    ) in lines
+    assert not any("test sentences" in line for line in lines)
+
+
+def test_large_word_vectors_are_said_before_written(
+    tiny_models: dict[str, bertscope.Model], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(structural, "LARGE_BYTES", 0)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    model = tiny_models["bert"]
+    trees = read_trees(TREES)
+    with pytest.warns(UserWarning, match="the word vectors take") as said:
+        structural_probe(model, trees[:10], trees[10:12], layers="0", epochs=1, rank=2, progress=False)
+    sizes = [str(w.message) for w in said if "word vectors take" in str(w.message)]
+    words = sum(len(t) for t in trees[:10])
+    width = model.info().hidden_size
+    assert re.fullmatch(
+        rf"the word vectors take 0\.0 GB in {re.escape(str(tmp_path))}/bertscope-structural-\w+/train until "
+        rf"the probe ends \({words} words x {2 * width} floats over 2 rows x 4 bytes\); TMPDIR chooses the "
+        "disk",
+        sizes[0],
+    ), sizes
 
 
 # --- 4. the table names its subword pooling, punctuation rule and seed -------------------------------------

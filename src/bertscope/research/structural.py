@@ -10,7 +10,9 @@ A word's vector is the mean (or first, last ...) of its word pieces, aligned by 
 the words joined by spaces: a piece goes to the word its first non-space character is in (word_pieces).
 The vectors of every asked layer go to temporary files (one per row of the table, appended to as the
 sentences stream through the model), and the fits read them a batch of sentences at a time: memory is
-bounded by a batch, not by the treebank (see row_file).
+bounded by a batch, not by the treebank (see row_file). The files are in a folder under TMPDIR, removed
+when the probe ends or fails; over LARGE_BYTES their size is warned of before they are written. A
+sentence over the model's limit is read in windows (states.layer_states), and warned of.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ HELD_OUT_EVERY = 5
 # for the depth probe) are warned of: 5 words is the shortest sentence Hewitt & Manning's Spearman scores
 # (DSpr, NSpr) count, so a treebank below one such sentence cannot show the probe even one scored shape.
 FEW_WORDS = 5
+# Word vectors over this many bytes are announced before they are written to the temporary folder.
+LARGE_BYTES = 10**9
 
 
 class StructuralTask(StrEnum):
@@ -104,7 +108,9 @@ def tree_word_vectors(
     stacked: list[RowFile] = []
     texts = (t.text for t in trees)
     states_of = layer_states(model, texts, progress=progress, total=len(trees))
+    windowed = 0
     for number, (tree, (tok, states)) in enumerate(zip(trees, states_of, strict=True)):
+        windowed += len(tok) > model.max_tokens  # the engine reads such a text in windows (segments_of)
         groups = _word_pieces(tok, tree, number, what)
         local, start = [], 0
         for group in groups:
@@ -119,12 +125,32 @@ def tree_word_vectors(
                 RowFile(folder / f"layer{k}.f32", w.shape[1])
                 for k, w in zip(layers, layer_words, strict=True)
             ]
+            _say_size(int(offsets[-1]), [static_words.shape[1], *(w.shape[1] for w in layer_words)], folder)
         static.append(static_words)
         for out, words in zip(stacked, layer_words, strict=True):
             out.append(words)
     if static is None:
         raise InvalidInput("no sentence to probe: give a CoNLL-U file with trees")
+    if windowed:
+        warnings.warn(
+            f"{windowed} of the {len(trees)} {what} sentences {'is' if windowed == 1 else 'are'} longer "
+            f"than the model's {model.max_tokens} tokens: read in overlapping windows (each token from the "
+            "window it is most central in), never whole",
+            stacklevel=3,
+        )
     return static.finish(), [out.finish() for out in stacked], offsets
+
+
+def _say_size(words: int, widths: Sequence[int], folder: Path) -> None:
+    """Warn, before they are written, of word vectors over LARGE_BYTES: words x (static + layers) rows x
+    width x 4 bytes go to `folder` (under TMPDIR) until the probe ends."""
+    size = words * sum(widths) * 4
+    if size > LARGE_BYTES:
+        warnings.warn(
+            f"the word vectors take {size / 1e9:.1f} GB in {folder} until the probe ends ({words} words x "
+            f"{sum(widths)} floats over {len(widths)} rows x 4 bytes); TMPDIR chooses the disk",
+            stacklevel=4,
+        )
 
 
 def _word_pieces(tok: Any, tree: Tree, number: int, what: str = "given") -> list[list[int]]:
