@@ -4,7 +4,12 @@ describes both probes, `--subword` is named in its refusal, one shared sentence 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,49 @@ from console import run_main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 TREES, TREES_TEST = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
+
+
+# --- 1. SIGTERM: the temporary word vectors go, exit 143 ---------------------------------------------------
+
+
+def test_sigterm_removes_the_word_vectors_and_exits_143(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch), "HF_HUB_OFFLINE": "1"}
+    command = [
+        sys.executable, "-m", "bertscope", "probe", "-i", str(TREES), "--task", "distance", "--layers", "0",
+        "--rank", "2", "--epochs", "1000000", "-m", str(tiny_dirs["bert"]),
+    ]  # fmt: skip
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        # the condition: the probe's folder exists (its vectors are being written or fitted); the child's
+        # exit ends the wait too
+        while not list(scratch.glob("bertscope-structural-*")) and child.poll() is None:
+            assert time.monotonic() < deadline, "the probe made no temporary folder"
+            try:
+                child.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
+        assert child.poll() is None, child.communicate()
+        child.send_signal(signal.SIGTERM)
+        _, said = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 143, said
+    assert said.strip().splitlines()[-1] == "terminated"
+    assert list(scratch.iterdir()) == []
+
+
+def test_serve_and_explore_keep_uvicorns_own_sigterm() -> None:
+    from bertscope.cli import _handle_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    for args in (["serve", "--port", "0"], ["--debug", "explore"]):
+        assert _handle_sigterm(args, lambda *_: None) is None
+        assert signal.getsignal(signal.SIGTERM) is before
 
 
 # --- 2. a fit that diverged without overflowing is refused ------------------------------------------------

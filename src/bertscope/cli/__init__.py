@@ -22,10 +22,13 @@ wording   the library's messages in flag form (`dtype='bfloat16'` -> `--dtype bf
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import sys
+import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 from ..errors import BertscopeError, JobInterrupted
 
@@ -58,7 +61,15 @@ except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
     raise SystemExit(130) from None
 
-__all__ = ["app", "debug_first", "main"]
+__all__ = ["Terminated", "app", "debug_first", "main"]
+
+# uvicorn handles SIGTERM itself while these serve (a graceful shutdown, then the signal's default end)
+SERVING = ("serve", "explore")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is: every finally and context manager runs (temporary word
+    vectors, a job's parts), and what catches a Ctrl-C catches it too."""
 
 
 def main() -> None:
@@ -69,12 +80,29 @@ def main() -> None:
 
     # Library warnings (a word missing from a plot, bfloat16 on a CPU without it) as one line each.
     warnings.showwarning = one_line  # type: ignore[assignment]
+    args = debug_first(sys.argv[1:])
+    terminated: list[int] = []
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        terminated.append(signum)
+        raise Terminated
+
+    previous = _handle_sigterm(args, on_sigterm)
     try:
         # click names the program `python -m X` where __main__ is a package's (pytest's): it is bertscope
-        app(args=debug_first(sys.argv[1:]), prog_name="bertscope")
+        app(args=args, prog_name="bertscope")
     except JobInterrupted as exc:
         warn(exc, label="stopped:", style="yellow")  # in the flags typed: --resume
-        sys.exit(130)
+        sys.exit(143 if terminated else 130)
+    except SystemExit as exc:
+        # typer ends a command's KeyboardInterrupt, Terminated too, in exit 130 (Ctrl-C's)
+        if terminated and exc.code == 130:
+            err.print("terminated")
+            sys.exit(143)  # 128 + SIGTERM, as a shell reports a process the signal ended
+        raise
+    except Terminated:  # before typer runs the command
+        err.print("terminated")
+        sys.exit(143)
     except BertscopeError as exc:
         if is_debug():
             raise
@@ -127,6 +155,18 @@ def main() -> None:
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         warn(f"{what}{where}; nothing already saved is lost", label="error:", style="red")
         sys.exit(1)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _handle_sigterm(args: list[str], handler: Any) -> Any:
+    """Install `handler` for SIGTERM and return the handler it replaced; None (nothing installed) off the
+    main thread, where signals cannot be handled, and for `serve` and `explore`, whose uvicorn handles it."""
+    command = next((a for a in args if not a.startswith("-")), None)
+    if command in SERVING or threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def debug_first(args: list[str]) -> list[str]:
