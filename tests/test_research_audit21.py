@@ -202,3 +202,27 @@ def test_geometry_says_what_twonn_rests_on_always(bundled: bertscope.Model, tmp_
     sampled = geometry(bundled, texts, layers="3", max_tokens_sampled=20).to_dict()
     assert sampled["layers"][0]["n_points"] == 20
     assert f"(a sample of 20 of {full.settings['n_tokens']} tokens)" in sampled["twonn_sample_note"]
+
+
+def test_the_contextuality_picture_titles_its_n(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The picture's title gave only 'words (occurrences)': the sentences and pairs behind the other
+    lines were missing."""
+    from matplotlib.axes import Axes
+
+    from bertscope.research.plots import plot_contextuality
+
+    titles: list[str] = []
+    title = Axes.set_title
+
+    def said(self: Axes, label: str, *args: object, **kwargs: object) -> object:
+        titles.append(label)
+        return title(self, label, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Axes, "set_title", said)
+    result = contextuality(bundled, TINY, words=["bank"], baseline_pairs=3)
+    plot_contextuality(result, tmp_path / "ctx.png")
+    assert titles == [
+        "contextuality of bank (2) (occurrences)\nintra-sentence: 3 sentences; baseline: 3 pairs"
+    ]
