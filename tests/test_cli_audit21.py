@@ -115,6 +115,8 @@ def test_stdout_is_no_output_of_a_corpus_job_or_static_vectors(
         open_sink("-", settings={})
     ran = run_main("static", "--corpus", str(corpus), "-o", "-", "--format", "word2vec")
     assert ran.code == 1 and _one_error_line(ran.stderr) == f"error: {static}", ran
+    ran = run_main("static", "-o", "-", "--format", "word2vec")  # the rows alone, no corpus
+    assert ran.code == 1 and _one_error_line(ran.stderr) == f"error: {static}", ran
     ran = run_main("embed", "-i", str(corpus), "-o", "-")
     assert ran.code == 1 and _one_error_line(ran.stderr).startswith(f"error: {job}"), ran
     assert "-.parquet" not in ran.stderr

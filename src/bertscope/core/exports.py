@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidInput
+from ..errors import CorpusError, InvalidInput
 from ._enums import StrEnum
 
 __all__ = [
@@ -179,7 +179,13 @@ def formats_help() -> str:
 
 def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     """The format asked for, or the one the suffix names; a suffix naming another format is refused,
-    and so is a suffix that names none (`o.weird`) when no format is asked: nothing is written by guess."""
+    and so is a suffix that names none (`o.weird`) when no format is asked: nothing is written by guess.
+    "-" (stdout) is refused: an export is files (word2vec text with its counts beside it), written whole."""
+    if str(path) == "-":
+        raise CorpusError(
+            "-: stdout is not an output: static vectors are written to a file; give a file name such as "
+            "vectors.vec"
+        )
     implied = next((f for f, rule in EXPORTS.items() if path.suffix.lower() in rule.suffixes), None)
     if fmt is None:
         if implied is None:

@@ -153,13 +153,9 @@ def check_export(
 ) -> None:  # fmt: skip
     """Refuse, before any forward, an aggregation that would replace files without `overwrite`: any file
     the export writes (every layer's, side files too). With `resume` and no unfinished state in
-    `checkpoint` the existing output is a finished one: nothing to resume. "-" (stdout) is refused: the
-    export is files (word2vec text with its counts beside it), written whole."""
-    if str(path) == "-":
-        raise CorpusError(
-            "-: stdout is not an output: static vectors are written to a file; give a file name such as "
-            "vectors.vec"
-        )
+    `checkpoint` the existing output is a finished one: nothing to resume. A format or name the export
+    refuses ("-", stdout, among them: `export_format`) is refused here, before any forward, too."""
+    export_format(Path(path), format)
     if overwrite:
         return
     there = [file for file in export_files(path, layers, format=format) if file.exists()]
