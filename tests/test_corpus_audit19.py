@@ -199,7 +199,7 @@ def test_a_corpus_of_blank_lines_is_empty_in_every_reader(
     with pytest.raises(CorpusError) as caught:
         bertscope.embed_corpus(corpus, out, model=str(tiny_dirs["bert"]))
     assert str(caught.value) == (
-        f"{corpus}: the corpus is empty (no text in it): give a file with one text or more; "
+        f"{corpus}: every line is empty (no text in it): give a file with one text or more; "
         f"nothing was written to {out}"
     )
 

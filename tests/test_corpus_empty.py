@@ -31,7 +31,7 @@ def _files(folder: Path) -> set[str]:
     ("lines", "said"),
     [
         ("", "the corpus is empty (no text in it): give a file with one text or more"),
-        ("\n \n\n", "the corpus is empty (no text in it): give a file with one text or more"),
+        ("\n \n\n", "every line is empty (no text in it): give a file with one text or more"),
     ],
 )
 def test_an_empty_corpus_leaves_no_output_in_any_format(

@@ -138,7 +138,7 @@ def test_static_on_ray_refuses_an_empty_corpus_before_a_model_or_ray(
     monkeypatch.setattr(loaders, "load_model", lambda *a, **kw: pytest.fail("a model was loaded"))
     corpus = tmp_path / "empty.txt"
     corpus.write_text("\n  \n")
-    said = f"{corpus}: the corpus is empty (no text in it): give a file with one text or more"
+    said = f"{corpus}: every line is empty (no text in it): give a file with one text or more"
     with pytest.raises(CorpusError) as refused:
         aggregate_on_ray(str(corpus), model=str(tiny_dirs["bert"]))
     assert str(refused.value) == said

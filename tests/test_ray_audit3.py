@@ -92,7 +92,8 @@ def test_an_empty_corpus_on_ray_is_refused_before_anything_is_written(tmp_path: 
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "blank.jsonl").write_text('{"text": ""}\n\n{"text": "  "}\n')
     empty = "the corpus is empty (no text in it): give a file with one text or more"
-    for name, what in (("empty.txt", empty), ("blank.jsonl", empty)):
+    fields = "every record's 'text' field is empty (no text in it): give a file with one text or more"
+    for name, what in (("empty.txt", empty), ("blank.jsonl", fields)):
         corpus, out = tmp_path / name, tmp_path / f"{name}.out"
         ran = run_main("embed", "-i", str(corpus), "-o", str(out), "--engine", "ray", "-q")
         assert ran.code == 1

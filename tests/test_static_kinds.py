@@ -159,7 +159,7 @@ def test_eval_words_compares_the_kinds(bundled, tmp_path: Path, monkeypatch: pyt
     [
         (["--min-count", "9"], bertscope.CorpusError, "no word occurs 9 times"),
         (["--layers", "7"], bertscope.InvalidSpec, "layer 7 does not exist"),
-        (["--empty"], bertscope.CorpusError, "the corpus is empty"),
+        (["--empty"], bertscope.CorpusError, "every line is empty"),
     ],
 )
 def test_bad_aggregations_are_one_line(

@@ -69,7 +69,7 @@ def refuse_empty_corpus(
     for input_ in sources:
         if next(read_corpus(input_, text_field=text_field, id_field=id_field, rejects=rejects), None):
             return
-    raise CorpusError(nothing_to_embed(source, output, rejects))
+    raise CorpusError(nothing_to_embed(source, output, rejects, text_field=text_field))
 
 
 def refuse_unfit_dataset(dataset: Any, text_field: str, *, needs_id: bool) -> None:

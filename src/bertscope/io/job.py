@@ -25,7 +25,15 @@ from .formats import Format, format_of, open_sink, refuse_idle_store_options
 from .job_lock import job_lock
 from .level_table import CorpusOptions, make_level, refuse_idle_level_options
 from .levels import CorpusLevel
-from .readers import Record, Rejects, given_texts, read_corpus, refuse_fields_without_records, source_name
+from .readers import (
+    Record,
+    Rejects,
+    empty_corpus,
+    given_texts,
+    read_corpus,
+    refuse_fields_without_records,
+    source_name,
+)
 from .sink_base import Sink
 
 if TYPE_CHECKING:
@@ -169,7 +177,7 @@ def embed_corpus(
     # --overwrite deletes nothing for a job that would write nothing in its place.
     first = next(records, None)
     if first is None:
-        raise CorpusError(nothing_to_embed(input_path, output, rejects))
+        raise CorpusError(nothing_to_embed(input_path, output, rejects, text_field=text_field))
     records = chain([first], records)
     locked = (collection or "default") if format_of(output) is Format.SQLITE else None
     # One job per output: a second one (say a --resume while this runs) is refused, naming this one.
@@ -378,13 +386,14 @@ def _interrupted(embedded: int, saved: int) -> str:
     )
 
 
-def nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> str:
-    """Why a job found no text: the corpus is empty, or every text in it was empty or rejected."""
+def nothing_to_embed(
+    source: object, output: str | Path, rejects: Rejects, *, text_field: str = "text"
+) -> str:
+    """Why a job found no text: the corpus is empty, every line or record's text is, or every text in it
+    was empty or rejected."""
     name = "the texts given" if given_texts(source) else source_name(source)
-    if not rejects.bad:  # nothing, or blank lines and empty texts only: as docs/corpus.md says it
-        what = "the corpus is empty (no text in it): give " + (
-            "one text or more" if given_texts(source) else "a file with one text or more"
-        )
+    if not rejects.bad:  # nothing, or blank lines and empty texts only: in every command's words
+        what = empty_corpus(source, rejects, text_field=text_field)
     else:
         what = f"no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected)"
     # an aggregation in memory (static_from_corpus without a checkpoint) writes nowhere to speak of

@@ -76,6 +76,8 @@ class Rejects:
 
     bad: list[str] = field(default_factory=list)
     empty: int = 0
+    # of the empty ones, the blank lines of a record file (JSONL): no record at all, not an empty field
+    blank: int = 0
 
 
 def given_texts(source: object) -> bool:
@@ -99,6 +101,8 @@ def empty_corpus(source: object, rejects: Rejects, *, text_field: str = "text") 
     if given_texts(source) or not rejects.empty:
         return f"the corpus is empty (no text in it): {fix}"
     if str(source) == "-" or Path(str(source)).suffix.lower() not in _RECORD_SUFFIXES:
+        return f"every line is empty (no text in it): {fix}"
+    if rejects.blank == rejects.empty:  # a record file of blank lines holds no record to have a field
         return f"every line is empty (no text in it): {fix}"
     return f"every record's {text_field!r} field is empty (no text in it): {fix}"
 
@@ -477,6 +481,7 @@ def _jsonl(
     for number, line in _decoded(path, skip_bad, rejects):
         if not line.strip():
             rejects.empty += 1  # counted as a .txt's blank line is: its line has no text
+            rejects.blank += 1
             continue
         try:
             row = json.loads(line)
