@@ -73,4 +73,5 @@ def test_contextuality_command_refuses_non_positive_counts(tmp_path: Path, flag:
     corpus.write_text("a cat sat\na cat ran\n")
     ran = run_main("contextuality", "-i", str(corpus), flag, value, "--no-plot")
     assert ran.code == 1
-    assert f"{flag} must be a whole number of at least 1" in ran.stderr
+    least = 2 if flag == "--min-contexts" else 1  # a word's self-similarity needs two contexts
+    assert f"{flag} must be a whole number of at least {least}" in ran.stderr

@@ -67,4 +67,7 @@ def test_a_word_past_the_occurrence_cap_is_said(bundled: bertscope.Model) -> Non
     result = bundled.contextuality(SENTENCES + ["A bank again."], words=["bank"], max_contexts=2)
     assert result.n_occurrences == {"bank": 2}
     assert result.note == "occurrences kept per word (max_contexts=2): bank: the first 2 of 4 occurrences"
-    assert bundled.contextuality(SENTENCES, words=["bank"]).note is None
+    # no cap reached: the only note is the few occurrences' (bank's 3), no "occurrences kept" line
+    note = bundled.contextuality(SENTENCES, words=["bank"]).note
+    assert note is not None and note.startswith("few occurrences (under 5): bank (3 occurrences, 3 pair(s))")
+    assert "max_contexts" not in note
