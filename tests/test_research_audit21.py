@@ -226,3 +226,15 @@ def test_the_contextuality_picture_titles_its_n(
     assert titles == [
         "contextuality of bank (2) (occurrences)\nintra-sentence: 3 sentences; baseline: 3 pairs"
     ]
+
+
+def test_the_geometry_table_says_the_points_twonn_rests_on() -> None:
+    """The command line printed the intrinsic dimension without its n_points, and not the always-set note
+    that the figure moves with the sample (367f087 put both in --json only)."""
+    ran = run_main("geometry", "-i", "examples/news.txt", "--layers", "0,3")
+    assert ran.code == 0, ran.stderr
+    assert "intrinsic dim (points)" in ran.stdout
+    answer = json.loads(run_main("geometry", "-i", "examples/news.txt", "--layers", "0,3", "--json").stdout)
+    for row in answer["layers"]:
+        assert f"{row['intrinsic_dim']:.1f} ({row['n_points']})" in ran.stdout
+    assert "note: TwoNN's intrinsic dimension rests on" in " ".join(ran.stderr.split())

@@ -80,7 +80,7 @@ def geometry(
             label="note:",
             style="cyan",
         )
-    for note in (result.note, result.twonn_note):
+    for note in (result.note, result.twonn_note, result.twonn_sample_note):
         if note:
             warn(note, label="note:", style="cyan")
     if as_json:
@@ -89,14 +89,15 @@ def geometry(
     s = result.settings
     sampled = "all of them" if s["twonn_sample"] == s["n_tokens"] else f"a sample of {s['twonn_sample']}"
     table = Table(
-        "layer", "IsoScore", "intrinsic dim", "E[cos]", "rogue dimensions (share of E[cos])",
+        "layer", "IsoScore", "intrinsic dim (points)", "E[cos]", "rogue dimensions (share of E[cos])",
         title=f"{s['n_tokens']} tokens, {s['tokens_per_dimension']:.1f} per dimension (special tokens left "
         f"out); TwoNN on {sampled}",
     )  # fmt: skip
     for row in result.layers:
         rogue = ", ".join(f"{r['dim']}: {r['share']:.2f}" for r in row["rogue"])
         table.add_row(
-            str(row["layer"]), _fmt(row["isoscore"]), _fmt(row["intrinsic_dim"], ".1f"),
+            str(row["layer"]), _fmt(row["isoscore"]),
+            f"{_fmt(row['intrinsic_dim'], '.1f')} ({row['n_points']})",
             _fmt(row["expected_cosine"]), rogue,
         )  # fmt: skip
     out.print(table)
