@@ -3,6 +3,7 @@ given as an output, and --ids given a value that is no token id."""
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 
@@ -26,11 +27,25 @@ def test_a_closed_stdin_is_named_not_a_traceback(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(sys, "stdin", None)
     with pytest.raises(CorpusError, match=r"^<stdin> is closed: nothing can be read from it"):
         list(read_corpus("-"))
-    for args in (["embed", "-i", "-", "-o", str(tmp_path / "x.parquet")], ["geometry", "-i", "-"]):
+    for args in (
+        ["embed", "-i", "-", "-o", str(tmp_path / "x.parquet")],
+        ["geometry", "-i", "-"],
+        ["probe", "-i", "-"],  # the probes' and eval's own reader (research/probe_data.py)
+        ["eval", "pairs", "-i", "-"],
+    ):
         ran = run_main(*args)
         assert ran.code == 1, ran
         assert _one_error_line(ran.stderr).startswith("error: <stdin> is closed: "), ran
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_stdin_is_named_alike_by_every_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """eval pairs named a bad line of stdin `-:2` where the corpus readers (and docs/corpus.md) say
+    `<stdin>:2`."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a\tb\t1\nc\xe9\td\t0\n")))
+    ran = run_main("eval", "pairs", "-i", "-")
+    assert ran.code == 1, ran
+    assert _one_error_line(ran.stderr).startswith("error: <stdin>:2: not UTF-8 text"), ran
 
 
 @pytest.mark.parametrize(

@@ -65,13 +65,19 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     if not stdin and not path.is_file():
         what = "it is a folder: give a file inside it" if path.is_dir() else "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
+    if stdin and sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise CorpusError(
+            "<stdin> is closed: nothing can be read from it; pipe the lines in (or < FILE), or give the "
+            "file's path instead of -"
+        )
+    shown = "<stdin>" if stdin else str(path)  # as the corpus readers name it
     with nullcontext(sys.stdin.buffer) if stdin else path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:
                 raise CorpusError(
-                    f"{path}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
+                    f"{shown}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
                     f"(e.g. iconv -f latin1 -t utf-8)"
                 ) from None
             yield number, line.rstrip("\n").rstrip("\r")
