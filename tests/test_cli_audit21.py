@@ -152,3 +152,28 @@ def test_an_ids_item_that_is_no_whole_number_is_a_usage_error(monkeypatch: pytes
         bad = args[3] if len(args) > 3 else args[2]
         said = f"error: --ids takes token ids (whole numbers), not {bad!r}; see `bertscope static --help`"
         assert ran.code == 2 and _one_error_line(ran.stderr) == said, ran
+
+
+class _ClosedPipe(io.StringIO):
+    """A stdout whose reader went away (`| head -1`): every write raises what the OS says then."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_closed_pipe_ends_quietly_with_sigpipes_status(
+    monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    """A table exited 1 (rich's) and --json 1 (click's) or 0 by chance: both said failure or nothing of the
+    reader's choice. Now 141 (128 + SIGPIPE, as coreutils' tools end), nothing on stderr."""
+    from bertscope.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["bertscope", "tokens", "a b c", *(["--json"] if as_json else [])])
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 141
+    assert stderr.getvalue() == ""

@@ -26,7 +26,7 @@ from ..core.cpu import usable_cpus
 from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 
 # The command modules import these from here, with the shared options below.
-from .typer_setup import CLICK
+from .typer_setup import CLICK, pipe_closed
 from .typer_setup import HiddenArgumentsUnsaid as HiddenArgumentsUnsaid
 from .typer_setup import err as err
 from .typer_setup import out as out
@@ -496,7 +496,11 @@ def emit_json(data: Any) -> None:
     except ValueError:
         # Bare NaN is not JSON; only a document that holds one pays for the second walk.
         text = json.dumps(_finite(data), ensure_ascii=False, default=_jsonable, allow_nan=False)
-    sys.stdout.write(text + "\n")
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head -c1`: click would end it in exit 1, as a failure
+        pipe_closed()
 
 
 def _finite(value: Any) -> Any:

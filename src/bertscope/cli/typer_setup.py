@@ -12,10 +12,11 @@ import difflib
 import functools
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 import typer.rich_utils
@@ -69,7 +70,29 @@ typer.rich_utils.Table = _FoldingTable  # type: ignore[misc]
 typer.rich_utils.Columns = _StackedColumns  # type: ignore[misc]
 # Piped output keeps whole columns instead of wrapping to a guessed 80-character terminal.
 # No markup is read in what is printed: texts, pieces and messages hold brackets ('[unused0]', '[b]').
-out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+# Output read by a pipe that closes early (`| head -1`) ends quietly, as coreutils' tools end by SIGPIPE
+PIPE_CLOSED = 141  # 128 + SIGPIPE
+
+
+def pipe_closed() -> NoReturn:
+    """End a command whose stdout's reader went away: nothing more is written there (it points at
+    /dev/null, so the interpreter's last flush raises nothing) and the exit status is `PIPE_CLOSED`."""
+    try:
+        target = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream in memory (tests) has no file to point away
+        raise SystemExit(PIPE_CLOSED) from None
+    os.dup2(os.open(os.devnull, os.O_WRONLY), target)
+    raise SystemExit(PIPE_CLOSED)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's exits 1, as a failure; a closed pipe is the reader's choice (`pipe_closed`)."""
+        self.quiet = True
+        pipe_closed()
+
+
+out = _Console(width=None if sys.stdout.isatty() else 160, markup=False)
 err = Console(stderr=True, soft_wrap=True, markup=False)
 
 
