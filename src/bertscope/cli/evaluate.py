@@ -209,18 +209,18 @@ def eval_pairs(
     # A post-processing fitted on these very pairs' texts flatters them: say so where it wins.
     mark = " (in-sample: fitted on these pairs' own texts)" if best.get("fitted") == "in-sample" else ""
     n = best["n_pairs"]
-    if best["spearman_ci95"] is None:
+    if best["spearman_ci"] is None:
         spread = f" (no 95% interval under 4 pairs: n_pairs={n})"
-        apart = ""
+        inside = ""
     else:
-        low, high = best["spearman_ci95"]
+        low, high = best["spearman_ci"]
         spread = f" (95% interval {low:.2f}-{high:.2f}, Fisher z, n_pairs={n})"
-        apart = (
-            f"; {best['n_cells_within_ci']} other cell(s) within its 95% interval: not told apart at n={n}"
-        )
+        # a count, not a test: the cells are dependent correlations on the same pairs, and the interval
+        # is the best cell's own, so it says nothing of whether another cell differs from it
+        inside = f"; {best['n_cells_within_ci']} other cell(s) inside the best cell's 95% interval"
     out.print(
         f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}{mark}: "
-        f"spearman {best['spearman']:.4f}{spread}, pearson {best['pearson']:.4f}{apart}",
+        f"spearman {best['spearman']:.4f}{spread}, pearson {best['pearson']:.4f}{inside}",
         highlight=False,
         soft_wrap=True,  # one line, however narrow the terminal: scripts read it by its start
     )

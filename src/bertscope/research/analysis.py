@@ -73,9 +73,10 @@ class SweepResult:
     @property
     def best(self) -> dict[str, Any] | None:
         """The record with the highest Spearman (NaNs, from constant similarities, never win), with
-        `spearman_ci95` (its 95% interval, `_spearman_interval`; None under 4 pairs) and
-        `n_cells_within_ci` (the other cells whose Spearman falls inside it: not told apart from it on
-        these pairs); None when no cell has a correlation (`note` says why)."""
+        `spearman_ci` (its 95% interval, `_spearman_interval`; None under 4 pairs) and
+        `n_cells_within_ci` (the other cells whose Spearman falls inside it: a count, not a test, since
+        the cells are correlations on the same pairs); None when no cell has a correlation (`note` says
+        why)."""
         valid = [r for r in self.records if np.isfinite(r["spearman"])]
         if not valid:
             return None
@@ -86,7 +87,7 @@ class SweepResult:
             if interval is None
             else sum(interval[0] <= r["spearman"] <= interval[1] for r in valid if r is not top)
         )
-        return {**top, "spearman_ci95": interval, "n_cells_within_ci": within}
+        return {**top, "spearman_ci": interval, "n_cells_within_ci": within}
 
     def grid(self, metric: str = "spearman") -> tuple[list[str], list[int], np.ndarray]:
         """(row labels pooling[+post], layers, values (rows, layers)) for a heatmap."""
