@@ -24,6 +24,7 @@ from .app import (
     top_k_option,
     warn,
 )
+from .embed_printed import say_job_cut
 from .typer_setup import missing_argument
 
 if TYPE_CHECKING:
@@ -81,12 +82,8 @@ def run_job(
         items if items else str(input_path), output, model=model, options=options,
         progress=False if quiet else None, **asdict(job),
     )  # fmt: skip
-    if summary.n_truncated and not quiet:
-        from ..core.tokens import cut_summary
-
-        cut = cut_summary(summary.n_truncated, summary.embedded, model.max_tokens)
-        warn(f"{cut}; their ends are not in the vectors; --long window keeps every token")
     if not quiet:
+        say_job_cut(summary.n_truncated, summary.embedded, model.max_tokens)
         err.print(summary.line(), highlight=False)
     if index:
         from ..io.index_build import build_index

@@ -49,7 +49,6 @@ from .app import (
     out,
     record_fields,
     remeasure_if_asked,
-    warn,
     with_pair,
 )
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
@@ -71,6 +70,7 @@ from .embed_printed import (
     print_sentences,
     printed_names,
     read_inputs,
+    say_job_cut,
     spec_line,
 )
 from .embed_printed import plain_value as plain_value
@@ -310,10 +310,7 @@ def embed(
         )  # fmt: skip
         if not quiet:
             # the local job's lines (`corpus.run_job`): the cut said, then the summary
-            if summary.n_truncated:
-                from ..core.tokens import cut_summary
-
-                warn(f"{cut_summary(summary.n_truncated, summary.embedded, summary.max_tokens)}; {CUT_FIX}")
+            say_job_cut(summary.n_truncated, summary.embedded, summary.max_tokens)
             err.print(summary.line(), highlight=False)
         return
     if output is not None:

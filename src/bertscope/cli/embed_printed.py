@@ -64,6 +64,14 @@ def print_sentences(
 CUT_FIX = "their ends are not in the vectors; --long window keeps every token"
 
 
+def say_job_cut(n_truncated: int, embedded: int, max_tokens: int) -> None:
+    """The warning line a corpus job (local or on Ray) ends with where it cut texts, before its summary."""
+    if n_truncated:
+        from ..core.tokens import cut_summary
+
+        warn(f"{cut_summary(n_truncated, embedded, max_tokens)}; {CUT_FIX}")
+
+
 def check_argument_texts(
     texts: list[str] | None, *, command: str, reads_input: bool, takes: str = "its texts as arguments"
 ) -> None:
