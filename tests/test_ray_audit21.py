@@ -290,3 +290,30 @@ def test_a_half_written_shard_is_not_counted_as_one(tmp_path: Path) -> None:
         f"{out} holds 1 shard(s) of a Ray job that did not finish (no _bertscope.json: it was stopped or "
         "failed; 1 half-written, not read), so some rows are missing"
     )
+
+
+def test_starting_ray_keeps_the_sigterm_handler_the_command_line_set() -> None:
+    """ray.init installs Ray's own SIGTERM handler on the driver (sys.exit(signum)), replacing the one
+    the command line's main() sets: a terminated Ray job ended in Ray's crash dump (exit 134), not
+    'terminated' (143)."""
+    import signal
+
+    from bertscope.distributed.cluster import start_ray
+
+    def rays(signum: int, frame: Any) -> None:  # pragma: no cover - never called
+        raise SystemExit(signum)
+
+    def ours(signum: int, frame: Any) -> None:  # pragma: no cover - never called
+        raise KeyboardInterrupt
+
+    class _Installs(_Ray):
+        def init(self, **kwargs: Any) -> None:
+            super().init(**kwargs)
+            signal.signal(signal.SIGTERM, rays)
+
+    before = signal.signal(signal.SIGTERM, ours)
+    try:
+        start_ray(_Installs(), None)
+        assert signal.getsignal(signal.SIGTERM) is ours
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import socket
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,12 +68,28 @@ def start_ray(ray: Any, address: str | None) -> None:
     if mine:
         os.environ[_TRIES] = "1"
     try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+        with _sigterm_kept():
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except ConnectionError as exc:
         raise InvalidInput(_no_cluster(address, str(exc).splitlines()[0] if str(exc) else "")) from None
     finally:
         if mine:
             os.environ.pop(_TRIES, None)
+
+
+@contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM handler through ray.init, which installs Ray's own on the driver (its
+    sys.exit(signum) ends in Ray's C++ crash dump, exit 134, where the command line says 'terminated', 143)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may set a handler, and Ray sets none from another
+        return
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if kept is not None:  # None: a handler not set from Python, which cannot be put back
+            signal.signal(signal.SIGTERM, kept)
 
 
 def _refuse_unreachable(address: str) -> None:
