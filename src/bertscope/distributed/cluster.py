@@ -79,8 +79,8 @@ def start_ray(ray: Any, address: str | None) -> None:
 
 @contextmanager
 def _sigterm_kept() -> Iterator[None]:
-    """Keep this process's SIGTERM handler through ray.init, which installs Ray's own on the driver (its
-    sys.exit(signum) ends in Ray's C++ crash dump, exit 134, where the command line says 'terminated', 143)."""
+    """Keep this process's SIGTERM handler through ray.init, which installs Ray's own on the driver: its
+    sys.exit(signum) ends in Ray's C++ crash dump (exit 134), where the command line says 'terminated'."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread may set a handler, and Ray sets none from another
         return
