@@ -317,3 +317,19 @@ def test_starting_ray_keeps_the_sigterm_handler_the_command_line_set() -> None:
         assert signal.getsignal(signal.SIGTERM) is ours
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_ray_job_refuses_stdout_as_its_output_before_ray(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_ray_job(..., "-") passed every check to start Ray and would write shards into a folder '-';
+    the local job refuses it ('-: stdout is not an output: ...')."""
+    import bertscope.distributed as distributed
+
+    fake = SimpleNamespace(is_initialized=lambda: pytest.fail("Ray was reached"))
+    monkeypatch.setattr(distributed, "import_ray", lambda: fake)
+    monkeypatch.chdir(tmp_path)
+    Path("c.txt").write_text("the bank of the river\n")
+    with pytest.raises(CorpusError, match=r"^-: stdout is not an output: a Ray corpus job writes"):
+        distributed.run_ray_job("c.txt", "-", model="unused")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
