@@ -157,6 +157,50 @@ def test_a_refused_key_is_dropped_and_asked_again(
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.parametrize("answer", ["secret", None])
+def test_calls_refused_at_once_share_one_prompt_and_keep_the_key_given(
+    browser: Any, bundled: bertscope.Model, answer: str | None
+) -> None:
+    """A key gone stale in an open tab: exploreNow's four calls each got a 401, and each removed the key
+    and prompted, the first's answer removed by the second, so four prompts, no key, the page never
+    ready. Now the first 401 asks once; the others try the key it gave, or stop on its dismissal."""
+    from test_server import serving
+
+    asked: list[str] = []
+    refused: list[str] = []
+
+    def reply(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept(answer) if answer and len(asked) == 1 else dialog.dismiss()
+
+    with serving(bundled, api_key="secret") as base:
+        pg = _page_with_key(browser, "secret")
+        pg.on("dialog", reply)
+        pg.on("response", lambda res: refused.append(res.url[len(base) :]) if res.status == 401 else None)
+        pg.goto(base + "/")
+        pg.wait_for_selector("body[data-ready]")
+        assert asked == [] and refused == []
+        pg.evaluate("sessionStorage.setItem('bertscope-key', 'stale')")  # the server restarted, say
+        pg.fill("#text", "the river bank")
+        pg.evaluate("document.querySelector('#input').requestSubmit()")
+        pg.wait_for_selector("body[data-ready='the river bank'], #error:not([hidden])")
+        while len(refused) < 4:  # a dismissal shows its error while the other calls may be in flight
+            pg.wait_for_event("response")
+        # the four calls went out together with the stale key, and every one was refused
+        assert sorted(refused) == ["/anatomy", "/attention", "/explore/layers", "/v2/tokenize"]
+        assert asked == ["That API key was refused; this server's key:"]
+        stored = pg.evaluate("sessionStorage.getItem('bertscope-key')")
+        if answer:
+            assert stored == "secret" and pg.is_hidden("#error")
+            assert pg.evaluate("document.body.dataset.ready") == "the river bank"
+        else:
+            assert stored is None
+            assert "wants the key it was started with (its --api-key)" in pg.inner_text("#error")
+            assert pg.evaluate("document.body.dataset.ready") is None
+        pg.context.close()
+
+
+@pytest.mark.timeout(400)
 def test_anatomy_draws_the_projection_the_proof_speaks_of(
     browser: Any, bundled: bertscope.Model, tmp_path: Path
 ) -> None:

@@ -8,19 +8,36 @@ const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777
 const SVGNS = "http://www.w3.org/2000/svg";
 
 // ---------- talking to the service ----------
-// `asked`: the key was asked for once already in this call (a refused key is not asked for twice).
-async function api(path, body, asked = false) {
+const KEY = "bertscope-key";
+// The prompt for a refused key, shared by the calls it answers: the page sends several calls at once
+// (exploreNow's four), and each 401 prompting for itself asked once per call and dropped a key that
+// another call had just been given. `turn` counts prompts, so a call knows whether one came after it left.
+const keyPrompt = { turn: 0, answer: Promise.resolve(null) };
+
+// `retried`: this call was sent again with a key given after its 401 (a refused key is not asked for twice).
+async function api(path, body, retried = false) {
   const headers = { "Content-Type": "application/json" };
-  const key = sessionStorage.getItem("bertscope-key");
+  const key = sessionStorage.getItem(KEY);
+  const turn = keyPrompt.turn;
   if (key) headers["X-API-Key"] = key;
   // "." + path: the page's own folder, so a service mounted under a prefix is asked there, not at the root
   const res = await fetch("." + path, body === undefined ? { headers } : { method: "POST", headers, body: JSON.stringify(body) });
   if (res.status === 401) {
-    // A refused key is dropped: kept, it failed every call of the tab, reloads included.
-    sessionStorage.removeItem("bertscope-key");
-    const given = asked ? null : window.prompt(key ? "That API key was refused; this server's key:" : "This server needs an API key:");
-    if (given) { sessionStorage.setItem("bertscope-key", given); return api(path, body, true); }
-    if (!asked) throw new Error(`${path}: this server wants the key it was started with (its --api-key); the next request asks for it again`);
+    const stored = sessionStorage.getItem(KEY);
+    // Only the key this call sent is dropped: a key stored since was never tried, so it is tried now.
+    if (stored === key) sessionStorage.removeItem(KEY);
+    else if (stored && !retried) return api(path, body, true);
+    if (!retried) {
+      // A prompt made after this call left answers it too; else this call asks, and later 401s wait on it.
+      if (turn === keyPrompt.turn) {
+        keyPrompt.turn += 1;
+        const given = window.prompt(key ? "That API key was refused; this server's key:" : "This server needs an API key:");
+        if (given) sessionStorage.setItem(KEY, given);
+        keyPrompt.answer = Promise.resolve(given);
+      }
+      if (await keyPrompt.answer) return api(path, body, true);
+      throw new Error(`${path}: this server wants the key it was started with (its --api-key); the next request asks for it again`);
+    }
   }
   const data = await res.json().catch(() => ({}));
   if (!res.ok) {
