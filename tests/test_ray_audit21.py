@@ -145,23 +145,38 @@ def test_static_on_ray_refuses_an_empty_corpus_before_a_model_or_ray(
 
 
 def test_the_false_no_cpu_warning_is_held_and_other_warnings_shown() -> None:
-    """Ray Data's 'does not have any available CPUs ... will hang' reached the console of a quiet job on 2
-    CPUs (the readers and writers ask for no CPU: it does not hang), and 'Progress bars disabled' that of
-    -q, which turned them off; real warnings still show."""
+    """Ray Data's 'does not have any available CPUs ... will hang' reached the console of a quiet job on
+    the Ray it started (the readers and writers ask for no CPU: it does not hang), and 'Progress bars
+    disabled' that of -q, which turned them off; real warnings still show, and so does the no-CPU one on
+    a cluster the job joined (--address), where other work may hold every CPU and the job does hang."""
     from bertscope.distributed import raising_bertscope_errors
 
     console, handler = _console()
     logger = logging.getLogger("ray.data")
     try:
-        with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace()), quiet=True):
+        with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace()), quiet=True, own_ray=True):
             logger.warning(NO_FREE_CPUS)
             logger.warning(NO_PROGRESS)  # what -q asked
             logger.warning("a warning is shown")
+        with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace()), quiet=True):
+            logger.warning(NO_FREE_CPUS)  # a cluster joined: it may really hang
+            logger.warning(NO_PROGRESS)
         with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace())):
             logger.warning(NO_FREE_CPUS)  # not quiet: as Ray has it
     finally:
         logger.removeHandler(handler)
-    assert console.getvalue().splitlines() == ["a warning is shown", NO_FREE_CPUS]
+    assert console.getvalue().splitlines() == ["a warning is shown", NO_FREE_CPUS, NO_FREE_CPUS]
+
+
+def test_start_ray_says_whether_it_started_the_local_ray() -> None:
+    """The no-CPU warning was held for every job, a cluster it joined too: start_ray tells the job
+    whether the Ray is its own (a local one it started), where the warning is false."""
+    from bertscope.distributed.cluster import start_ray
+
+    assert start_ray(_Ray(), None) is True
+    assert start_ray(_Ray(), "auto") is False  # a cluster joined
+    running = SimpleNamespace(is_initialized=lambda: True)
+    assert start_ray(running, None) is False  # the caller's own Ray, whatever holds its CPUs
 
 
 def _long(words: int) -> str:

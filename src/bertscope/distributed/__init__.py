@@ -298,7 +298,7 @@ def run_ray_job(
         work = folder.out
         with abandoned_if_unwritten(out, made=made), _dropped_if_failed(work, out):
             schema = folder.settled(with_settings(rows_of.empty(), settings).schema, settings)
-            start_ray(ray, address)
+            own_ray = start_ray(ray, address)
             ray.data.DataContext.get_current().enable_progress_bars = progress
             start = time.perf_counter()
             rows = batch_size or default_batch(gpus_per_worker(ray, device))
@@ -313,7 +313,7 @@ def run_ray_job(
             )  # fmt: skip
             try:
                 # the job prints no Ray output (docs/ray.md): its lines stay in the session's logs
-                with raising_bertscope_errors(embedded, quiet=True):
+                with raising_bertscope_errors(embedded, quiet=True, own_ray=own_ray):
                     embedded.write_datasink(
                         shard_sink(work, schema, folder.run), ray_remote_args={"num_cpus": IO_CPUS}
                     )

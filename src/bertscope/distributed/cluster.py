@@ -37,11 +37,13 @@ _TRIES = "RAY_gcs_server_port_wait_time_s"  # read by ray.init when it joins a c
 _RAY_ADVICE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff .*\Z", re.DOTALL)
 # Ray's warnings that are false or idle for a bertscope job, held off the console when quiet. An actor
 # pool given fewer blocks than actors (a resumed job with nothing left gets none) warns through
-# `warnings`; Ray Data logs that the cluster has no CPU free while the actors hold every CPU, but the
-# readers and writers ask for none (IO_CPUS), so the job does not hang as it says; and that its progress
-# bars are off, which the job's own -q asked.
+# `warnings`; Ray Data logs that its progress bars are off, which the job's own -q asked; and that the
+# cluster has no CPU free while the actors hold every CPU. On a Ray the job started itself that is false
+# (the readers and writers ask for none, IO_CPUS, so the job does not hang as it says); on a cluster it
+# joined, other work may hold every CPU and the job does hang: it is shown there.
 _FEW_INPUTS = "The minimum number of concurrent actors"
-_HELD_WARNINGS = ("does not have any available CPUs", "Progress bars disabled", "Progress bars for operators")
+_HELD_WARNINGS = ("Progress bars disabled", "Progress bars for operators")
+_NO_FREE_CPUS = "does not have any available CPUs"
 
 
 def import_ray() -> Any:
@@ -53,13 +55,14 @@ def import_ray() -> Any:
     return ray
 
 
-def start_ray(ray: Any, address: str | None) -> None:
+def start_ray(ray: Any, address: str | None) -> bool:
     """Start a local Ray (`address` None) or join the cluster at `address`, unless Ray is running in this
-    process already (the caller's own, left as it is). Ray's own log lines are held to errors (its
-    INFO and Ray Data's progress lines would bury bertscope's one line); a cluster that is not there is
-    InvalidInput within `CONNECT_SECONDS`, naming the address, instead of Ray's minutes of retries."""
+    process already (the caller's own, left as it is); whether this call started a local Ray (the job
+    then holds every CPU of it). Ray's own log lines are held to errors (its INFO and Ray Data's progress
+    lines would bury bertscope's one line); a cluster that is not there is InvalidInput within
+    `CONNECT_SECONDS`, naming the address, instead of Ray's minutes of retries."""
     if ray.is_initialized():
-        return
+        return False
     if address is not None:
         _refuse_unreachable(address)
     # Joining: one connection try, not Ray's 20 (each ~40 s), so an unreachable cluster costs little. A
@@ -75,6 +78,7 @@ def start_ray(ray: Any, address: str | None) -> None:
     finally:
         if mine:
             os.environ.pop(_TRIES, None)
+    return address is None
 
 
 @contextmanager
@@ -131,7 +135,7 @@ def gpus_per_worker(ray: Any, device: str) -> float:
 
 
 @contextmanager
-def raising_bertscope_errors(dataset: Any, *, quiet: bool = False) -> Iterator[None]:
+def raising_bertscope_errors(dataset: Any, *, quiet: bool = False, own_ray: bool = False) -> Iterator[None]:
     """Run `dataset` so that a BertscopeError raised in a read task or an actor comes out as itself.
 
     Ray wraps it (RayTaskError; an actor's in a UserCodeException that loses it, unless the dataset's
@@ -140,11 +144,11 @@ def raising_bertscope_errors(dataset: Any, *, quiet: bool = False) -> Iterator[N
     meanwhile: dropped when the error was bertscope's, shown as they were for any other failure.
     `quiet` keeps Ray Data's INFO lines (its plan, and its progress where stderr is not a terminal) off
     the console too, and the warnings that are false or idle for a bertscope job (an actor pool with
-    fewer inputs than actors, no CPU free for the readers, progress bars off); its log file under the
-    Ray session keeps them.
+    fewer inputs than actors, progress bars off, and with `own_ray`, a Ray the job started itself, no CPU
+    free for the readers); its log file under the Ray session keeps them.
     """
     dataset.context.raise_original_map_exception = True  # this dataset's own copy of the context
-    held, found = _HeldErrors(quiet=quiet), None
+    held, found = _HeldErrors(quiet=quiet, own_ray=own_ray), None
     try:
         with warnings.catch_warnings():
             if quiet:
@@ -183,8 +187,9 @@ def _bertscope_error(exc: BaseException) -> BertscopeError | None:
 class _HeldErrors:
     """Ray Data's error records, held back from its console handlers until the job's outcome is known."""
 
-    def __init__(self, *, quiet: bool = False) -> None:
+    def __init__(self, *, quiet: bool = False, own_ray: bool = False) -> None:
         self.quiet = quiet  # INFO records dropped too
+        self.warnings = (*_HELD_WARNINGS, _NO_FREE_CPUS) if own_ray else _HELD_WARNINGS
         self.held: list[logging.LogRecord] = []
         self.handlers = [
             h
@@ -199,7 +204,7 @@ class _HeldErrors:
             if not self.quiet:
                 return True
             said = record.getMessage()
-            return record.levelno >= logging.WARNING and not any(held in said for held in _HELD_WARNINGS)
+            return record.levelno >= logging.WARNING and not any(held in said for held in self.warnings)
         self.held.append(record)
         return False
 

@@ -70,7 +70,7 @@ def aggregate_on_ray(
     recipe = aggregated(**options)
     level, settings = word_level(driver, recipe, subword)
     # as `run_ray_job` starts it: Ray's log lines held to errors, a cluster not there refused in one line
-    start_ray(ray, address)
+    own_ray = start_ray(ray, address)
     ray.data.DataContext.get_current().enable_progress_bars = progress
     rows = batch_size or default_batch(gpus_per_worker(ray, device))
     # blocks of about `rows` rows, so that every actor gets some; a text of no word pieces named by its line
@@ -85,7 +85,7 @@ def aggregate_on_ray(
     wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
     shown = source if isinstance(source, str) else Path("texts")
     # an actor's bad record is the local job's one line, and Ray's own lines stay in its logs (docs/ray.md)
-    with raising_bertscope_errors(words, quiet=True):
+    with raising_bertscope_errors(words, quiet=True, own_ray=own_ray):
         batches = words.iter_batches(batch_format="pyarrow", batch_size=None)
         tables = (batch.select(wanted) for batch in batches)
         return reduce_tables(driver, level, settings, tables, min_count=min_count, corpus=shown)
