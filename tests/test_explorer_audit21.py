@@ -3,6 +3,7 @@ the real path, every method a path takes, the batch's names, the one-text route'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -243,3 +244,17 @@ def test_explore_points_at_serve_for_posts_limits_and_a_key(client: TestClient) 
     many = client.post("/explore/batch", json={"inputs": ["a"] * 257})  # over the default --max-inputs, 256
     assert many.status_code == 413
     assert "start bertscope serve with a higher --max-inputs" in many.json()["detail"]
+
+
+def test_the_docs_name_every_option_explore_takes() -> None:
+    """docs/explorer.md said explore takes the model and runtime options "only" and listed them, leaving
+    out --fast-min-cosine and --remeasure, which it takes."""
+    import typer.main
+
+    from bertscope.cli import app
+
+    explore = typer.main.get_command(app).commands["explore"]  # type: ignore[attr-defined]
+    intro = (Path(__file__).parents[1] / "docs" / "explorer.md").read_text(encoding="utf-8").split("![")[0]
+    named = set(re.findall(r"`(-[\w-]+)", intro))  # `--post NAME=FILE` names --post
+    taken = [param.opts + param.secondary_opts for param in explore.params if param.name != "help"]
+    assert taken and all(named.intersection(opts) for opts in taken), (taken, named)
