@@ -196,15 +196,16 @@ def test_an_actor_names_a_text_too_long_by_its_file_and_line(
     corpus = tmp_path / "c.txt"
     corpus.write_text(f"a cat\n\nthe dog\n{_long(model.max_tokens * 2)}\n")
     rows_of = make_level(model, CorpusOptions.of(level=level, long="error"))
-    plain = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, None)())
+    plain = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, None, located=True)())
     assert plain.column("_where").to_pylist() == [f"{corpus}:1", f"{corpus}:3", f"{corpus}:4"]
     said = rf"^{corpus}:4: the text has \d+ tokens"
     with pytest.raises(InvalidInput, match=said):
-        embed_located(rows_of, plain, "text")
-    numbered = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, (0, [], tmp_path / "o"))())
+        embed_located(rows_of, plain, "text", located=True)
+    at = (0, [], tmp_path / "o")
+    numbered = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, at, located=True)())
     with pytest.raises(InvalidInput, match=said):
         embed_units(rows_of, numbered, "text")
-    done = embed_located(rows_of, plain.slice(0, 2), "text")
+    done = embed_located(rows_of, plain.slice(0, 2), "text", located=True)
     assert "_where" not in done.column_names  # read, and dropped
 
 
@@ -348,3 +349,25 @@ def test_a_ray_job_refuses_stdout_as_its_output_before_ray(
     with pytest.raises(CorpusError, match=r"^-: stdout is not an output: a Ray corpus job writes"):
         distributed.run_ray_job("c.txt", "-", model="unused")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_a_users_where_column_is_kept_and_a_plain_read_adds_none(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
+    """The reserved `_where` column (each record's FILE:LINE) was dropped from a user's own dataset by the
+    actors (id,text,_where gave back no _where), and corpus_dataset (public) added it to every read: the
+    located read is a job's own, asked for (`located=True`), and a user's columns are all kept."""
+    from bertscope.distributed import _Embedder
+    from bertscope.distributed.reading import _reader
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a cat\nthe dog\n")
+    plain = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, None)())
+    assert plain.column_names == ["id", "text"]
+    embedder = _Embedder.__new__(_Embedder)
+    embedder.refused, embedder.text_field, embedder.located = None, "text", False
+    embedder.level = make_level(tiny_models["bert"], CorpusOptions.of())
+    users = pa.table({"id": ["a", "b"], "text": ["a cat", "the dog"], "_where": ["Paris", "Lyon"]})
+    done = embedder(users)
+    assert done.column("_where").to_pylist() == ["Paris", "Lyon"]
+    assert {"id", "text", "embedding"} <= set(done.column_names)

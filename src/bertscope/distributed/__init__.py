@@ -92,9 +92,11 @@ class _Embedder:
         text_field: str,
         runtime: dict[str, Any],
         options: CorpusOptions,
+        located: bool = False,
     ) -> None:
         self.refused: BertscopeError | None = None
         self.text_field = text_field
+        self.located = located  # a job's own read (corpus_dataset(located=True)), not a user's dataset
         try:
             # Ray may give an actor more logical CPUs than its node has: load() refuses more threads
             self.model = load_model(
@@ -113,9 +115,9 @@ class _Embedder:
         corpus job's numbered rows come tagged with their units (`units`)."""
         if self.refused is not None:
             raise self.refused
-        if RECORD in batch.column_names:
+        if self.located and RECORD in batch.column_names:
             return embed_units(self.level, batch, self.text_field)
-        return embed_located(self.level, batch, self.text_field)
+        return embed_located(self.level, batch, self.text_field, located=self.located)
 
 
 def embed_dataset(
@@ -134,6 +136,7 @@ def embed_dataset(
     max_task_retries: int | None = None,
     text_column: str | None = None,
     options: CorpusOptions | None = None,
+    located: bool = False,
     **keywords: Unpack[CorpusKeywords],
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
@@ -146,6 +149,8 @@ def embed_dataset(
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
     `text_column` is the old name of `text_field` (deprecated: it warns). The recipe and level keywords
     (`CorpusKeywords`: level, keep_text, precision, subword, chunks, ...) may come as one `options`.
+    `located`: the dataset is `corpus_dataset(..., located=True)`'s, whose `_where` column (each row's
+    FILE:LINE, named by a refusal) the actors read and drop; any other dataset keeps all its columns.
     """
     asked = _options(options, keywords)
     ray = import_ray()
@@ -183,6 +188,7 @@ def embed_dataset(
             "text_field": field,
             "runtime": {"backend": backend, "quantize": quantize},
             "options": asked,
+            "located": located,
         },
         num_cpus=cpus_per_worker,
         num_gpus=gpus,
@@ -305,11 +311,13 @@ def run_ray_job(
             # The reader refuses a text the tokenizer gives no pieces, naming its line, as the local job's.
             tokenizer = m.tokenizer if isinstance(m, Encoder) else None
             corpus = corpus_dataset(
-                sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=(folder.done, out)
-            )
+                sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=(folder.done, out),
+                located=True,
+            )  # fmt: skip
             embedded = embed_dataset(
                 corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend,
                 quantize=quantize, cpus_per_worker=cpus_per_worker, batch_size=rows, options=asked,
+                located=True,
             )  # fmt: skip
             try:
                 # the job prints no Ray output (docs/ray.md): its lines stay in the session's logs

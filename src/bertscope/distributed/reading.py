@@ -4,7 +4,8 @@ Ids: a single input gives the local ids (line or row number, or --id-field); sev
 give `<file stem>:<line or row>`, or the --id-field values as they are (unique across files is the
 caller's promise). The read tasks hand on blocks of about a batch of rows (Ray would join a file's rows
 into one block, and one block reaches one actor). A numbered read (a corpus job's) adds each record's
-input and number (`units`), and a resumed one reads past the records its saved shards hold.
+input and number (`units`), and a resumed one reads past the records its saved shards hold; a located
+one (a bertscope job's own) adds each record's FILE:LINE, which the job's actors name a refusal by.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def corpus_dataset(
     *,
     tokenizer: Any = None,
     numbered: Numbered | None = None,
+    located: bool = False,
 ) -> Any:
     """A Ray Dataset of the inputs' `id` and `text` columns, in blocks of about `rows` rows.
 
@@ -127,13 +129,16 @@ def corpus_dataset(
     each read task's blocks so; how many does not change the rows or their ids. `tokenizer` (the model's)
     makes a text it gives no word pieces a bad record, named by FILE:LINE as the local job names it.
     `numbered` (a corpus job's units done, and its output) adds the `_source` and `_record` columns and
-    skips the records of the units done. Each row's FILE:LINE is in a `_where` column, which the actors
-    of `embed_dataset` read (a refusal names it, as the local job's) and drop.
+    skips the records of the units done. `located` adds each row's FILE:LINE in a `_where` column, which
+    the actors of `embed_dataset(..., located=True)` read (a refusal names it, as the local job's) and drop.
     """
     ray = import_ray()
     blocks = sum(max(1, math.ceil(_estimated_rows(s) / rows)) for s in sources)
+    datasource = corpus_datasource(
+        sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=numbered, located=located
+    )
     return ray.data.read_datasource(
-        corpus_datasource(sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=numbered),
+        datasource,
         num_cpus=IO_CPUS,
         override_num_blocks=blocks,
     )
@@ -164,9 +169,11 @@ def corpus_datasource(
     *,
     tokenizer: Any = None,
     numbered: Numbered | None = None,
+    located: bool = False,
 ) -> Any:
     """A Ray datasource: one read task per input, streaming bertscope's reader in tables of `rows`
-    (`corpus_dataset` reads it in blocks of that size). `tokenizer`, `numbered`: as `corpus_dataset`'s."""
+    (`corpus_dataset` reads it in blocks of that size). `tokenizer`, `numbered`, `located`: as
+    `corpus_dataset`'s."""
     from ray.data import Datasource
     from ray.data.block import BlockMetadata
     from ray.data.datasource import ReadTask
@@ -178,7 +185,7 @@ def corpus_datasource(
     def task(number: int, source: Any) -> Any:
         prefix = source_prefix(source, several, id_field)
         at = None if numbered is None else (number, list(numbered[0].get(number, [])), numbered[1])
-        return _reader(source, text_field, id_field, prefix, rows, shared, at)
+        return _reader(source, text_field, id_field, prefix, rows, shared, at, located=located)
 
     # Defined here because Ray is optional: importing bertscope.distributed must not need it.
     class BertscopeCorpus(Datasource):
@@ -205,6 +212,8 @@ def _reader(
     rows: int,
     tokenizer: Any,
     at: tuple[int, list[Unit], Path] | None,
+    *,
+    located: bool = False,
 ) -> Any:
     def read() -> Iterator[Any]:
         import pyarrow as pa
@@ -215,11 +224,10 @@ def _reader(
         shown = source_name(source)  # as the local job names a record: FILE:LINE
 
         def table(chunk: list[tuple[int, Record]]) -> dict[str, Any]:
-            return {
-                "id": [r.id for _, r in chunk],
-                "text": [r.text for _, r in chunk],
-                WHERE: [f"{shown}:{r.line}" for _, r in chunk],
-            }
+            columns = {"id": [r.id for _, r in chunk], "text": [r.text for _, r in chunk]}
+            if located:
+                columns[WHERE] = [f"{shown}:{r.line}" for _, r in chunk]
+            return columns
 
         if at is None:
             for chunk in _chunks(((0, r) for r in ided), rows):

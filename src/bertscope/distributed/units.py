@@ -20,8 +20,10 @@ from ..io.sink_base import RecordDigest, other_input
 __all__ = ["SOURCE", "RECORD", "UNIT", "WHERE", "Unit", "embed_units", "embed_located", "skip_done"]
 
 # The columns a numbered read task adds (the input's number, the record's number in it) and the column
-# the actors add to each output row; the shard writer drops all three. Every read task adds each
-# record's FILE:LINE (WHERE), which the actors read and drop: a refusal names it as the local job does.
+# the actors add to each output row; the shard writer drops all three. A located read (a job's own:
+# `corpus_dataset(located=True)`) adds each record's FILE:LINE (WHERE), which the actors of a job that
+# asked for it read and drop: a refusal names it as the local job does. A user's dataset is neither:
+# its columns, these names too, are its own and kept.
 SOURCE, RECORD, UNIT, WHERE = "_source", "_record", "_unit", "_where"
 
 
@@ -67,8 +69,11 @@ def embed_units(level: Any, batch: Any, text_field: str) -> Any:
     return pa.concat_tables(tables) if tables else level.embed_arrow(plain, text_field)
 
 
-def embed_located(level: Any, batch: Any, text_field: str) -> Any:
-    """An Arrow batch's rows of `level`; a refusal names a record by its FILE:LINE where the read gave it."""
+def embed_located(level: Any, batch: Any, text_field: str, *, located: bool) -> Any:
+    """An Arrow batch's rows of `level`; with `located` (a located read's batch) a refusal names a record
+    by the FILE:LINE its WHERE column gives, and the column is dropped."""
+    if not located:
+        return level.embed_arrow(batch, text_field)
     plain, where = _located(batch)
     return level.embed_arrow(plain, text_field, where=where)
 

@@ -74,13 +74,13 @@ def aggregate_on_ray(
     ray.data.DataContext.get_current().enable_progress_bars = progress
     rows = batch_size or default_batch(gpus_per_worker(ray, device))
     # blocks of about `rows` rows, so that every actor gets some; a text of no word pieces named by its line
-    corpus = corpus_dataset(sources, text_field, None, rows, tokenizer=driver.tokenizer)
+    corpus = corpus_dataset(sources, text_field, None, rows, tokenizer=driver.tokenizer, located=True)
     asked = LevelOptions(level=Level.WORDS, keep_text=False, subword=subword)
     # The driver itself, not its name: the actors then load its dtype, backend and quantize, which the
     # settings written beside the vectors record (by name they loaded the defaults whatever was asked).
     words = embed_dataset(
         corpus, model=driver, workers=workers, device=device, cpus_per_worker=cpus_per_worker,
-        batch_size=rows, options=CorpusOptions(recipe, asked),
+        batch_size=rows, options=CorpusOptions(recipe, asked), located=True,
     )  # fmt: skip
     wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
     shown = source if isinstance(source, str) else Path("texts")
