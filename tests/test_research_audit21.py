@@ -26,7 +26,10 @@ def test_a_word_of_few_occurrences_and_a_baseline_of_few_pairs_are_noted(bundled
     result = contextuality(bundled, TINY, words=["bank"], baseline_pairs=3)
     assert result.note is not None
     assert "few occurrences (under 5): bank (2 occurrences, 1 pair(s))" in result.note
-    assert "the baseline rests on 3 pair(s)" in result.note and f"baseline_pairs={FEW_PAIRS}" in result.note
+    assert (
+        "the baseline rests on 3 distinct pair(s)" in result.note
+        and f"baseline_pairs={FEW_PAIRS}" in result.note
+    )
     assert result.to_dict()["note"] == result.note
 
 
@@ -57,7 +60,7 @@ def test_each_column_says_its_n(bundled: bertscope.Model, tmp_path: Path) -> Non
     said = " ".join(table.stdout.split())
     assert table.code == 0, table.stderr
     assert "intra_sentence over 3 sentences of 2 words or more (of 4 distinct sentences, 4 given)" in said
-    assert "baseline over 3 pairs of occurrences from different sentences (a sample of 6)" in said
+    assert "baseline over 3 distinct pairs of occurrences from different sentences (a sample of 6)" in said
     assert "few occurrences" in " ".join(table.stderr.split())
     answer = json.loads(run_main(*args, "--json").stdout)
     assert answer["settings"]["n_intra_sentences"] == 3 and "few occurrences" in answer["note"]
@@ -240,3 +243,69 @@ def test_the_geometry_table_says_the_points_twonn_rests_on() -> None:
     for row in answer["layers"]:
         assert f"{row['intrinsic_dim']:.1f} ({row['n_points']})" in ran.stdout
     assert "note: TwoNN's intrinsic dimension rests on" in " ".join(ran.stderr.split())
+
+
+TWO = ["The bank is open today.", "We sat on the river bank."]
+
+
+def _cross_cosines(model: bertscope.Model, texts: list[str], layer: int) -> tuple[int, float]:
+    """Every pair of word occurrences from different sentences: how many, and their mean cosine (words are
+    single pieces here, so a word's vector is its token's)."""
+    rows = [t.vectors[~np.array(t.special_mask)] for t in model.embed_tokens(texts, layers=layer)]
+    a, b = (r / np.linalg.norm(r, axis=1, keepdims=True) for r in rows)
+    return a.shape[0] * b.shape[0], float((a.astype(np.float64) @ b.T.astype(np.float64)).mean())
+
+
+def test_the_baseline_counts_the_distinct_pairs_its_sample_allows(bundled: bertscope.Model) -> None:
+    """2 sentences of 13 words allow 42 distinct pairs, yet 2000 pairs drawn with replacement were said as
+    'baseline over 1939 pairs' and no note: the baseline is now every such pair, said as few."""
+    result = contextuality(bundled, TWO, words=["bank"])
+    possible, mean = _cross_cosines(bundled, TWO, 6)
+    s = result.settings
+    assert s["n_baseline_sample"] == 13 and possible == 42
+    assert s["n_baseline_pairs"] == s["n_baseline_pairs_possible"] == possible
+    assert next(r for r in result.records if r["layer"] == 6)["baseline"] == pytest.approx(mean, abs=1e-6)
+    assert result.note is not None
+    assert "the baseline rests on 42 distinct pair(s) of occurrences from different sentences" in result.note
+    assert "a sample of 13 occurrences in 2 distinct sentences, every word occurrence of the corpus" in (
+        result.note
+    )
+
+
+def test_a_corpus_too_small_for_the_pairs_asked_is_said_so_not_to_ask_more(
+    bundled: bertscope.Model,
+) -> None:
+    """baseline_pairs=50 kept 49 or 36 pairs on 2 sentences (seeds 1, 3) and the note said 'give
+    baseline_pairs=50 or more': more pairs asked would add none, more sentences would."""
+    for seed in (1, 3):
+        note = contextuality(bundled, TWO, words=["bank"], baseline_pairs=FEW_PAIRS, seed=seed).note
+        assert (
+            note is not None and "the corpus is too small for a steady baseline; give more sentences" in note
+        )
+        assert f"baseline_pairs={FEW_PAIRS} or more" not in note
+
+
+def test_a_baseline_draw_keeps_distinct_pairs_from_different_sentences() -> None:
+    """A pair drawn twice (in either order) was measured, and counted, twice."""
+    from bertscope.research.contextuality import _baseline, _distinct_pairs
+
+    rng = np.random.default_rng(0)
+    pool = [(i % 2, rng.normal(size=(2, 4)), rng.normal(size=4)) for i in range(12)]  # 6 x 6: 36 pairs
+    for pairs, seed in ((30, 0), (30, 1), (36, 0), (100, 0)):
+        baseline, used, possible = _baseline(pool, pairs, seed)
+        assert (used, possible) == (min(pairs, 36), 36)
+    drawn = _distinct_pairs(np.array([item[0] for item in pool]), 30, 1)
+    assert len({frozenset(p) for p in drawn}) == 30 and all(a % 2 != b % 2 for a, b in drawn)
+    static = np.array([item[2] / np.linalg.norm(item[2]) for item in pool])
+    every = (static[0::2] @ static[1::2].T).mean()
+    assert _baseline(pool, 100, 0)[0][0] == pytest.approx(every, abs=1e-12)
+
+
+def test_mev_reads_the_gram_matrix_as_the_svd_does() -> None:
+    """MEV by eigvalsh of the Gram matrix (half the time of an SVD of a (20000, 768) sample): the same
+    share as the singular values give, wide or tall."""
+    rng = np.random.default_rng(0)
+    for shape in ((300, 40), (7, 40), (40, 40)):
+        x = rng.normal(size=shape) + rng.normal(size=shape[1])  # uncentred, as word vectors are
+        singular = np.linalg.svd(x, compute_uv=False)
+        assert _mev(x.astype(np.float32)) == pytest.approx(singular[0] ** 2 / (singular**2).sum(), abs=1e-6)

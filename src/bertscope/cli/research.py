@@ -100,7 +100,7 @@ def contextuality_cmd(
         int,
         typer.Option(
             "--baseline-pairs",
-            help="Random pairs of occurrences from different sentences (anisotropy; at most 10000).",
+            help="Distinct random pairs of occurrences from different sentences (anisotropy; at most 10000).",
         ),
     ] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the baseline's random pairs.")] = 0,
@@ -119,8 +119,8 @@ def contextuality_cmd(
 ) -> None:
     """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence, anisotropy, MEV.
 
-    Identical sentences are one context (merged, with a note). The baseline is --baseline-pairs random
-    pairs of occurrences from different sentences, drawn with --seed; --json carries the settings.
+    Identical sentences are one context (merged, with a note). The baseline is --baseline-pairs distinct
+    random pairs of occurrences from different sentences, drawn with --seed; --json carries the settings.
 
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
@@ -206,7 +206,7 @@ def counts_lines(result: Any) -> list[str]:
         f"words (occurrences): {words}; the n of self_similarity and mev",
         f"intra_sentence over {s['n_intra_sentences']} sentences of 2 words or more (of "
         f"{s['n_distinct_sentences']} distinct sentences, {s['n_sentences']} given); baseline over "
-        f"{s['n_baseline_pairs']} pairs of occurrences from different sentences (a sample of "
+        f"{s['n_baseline_pairs']} distinct pairs of occurrences from different sentences (a sample of "
         f"{s['n_baseline_sample']}); mev_adjusted = mev minus the MEV of that sample",
     ]
 

@@ -3,7 +3,8 @@
 Per layer, for words seen in several sentences:
     self_similarity   mean cosine between a word's vectors in different sentences
     intra_sentence    mean cosine between each word of a sentence and the sentence's mean word vector
-    baseline          anisotropy: mean cosine between random word occurrences from different sentences
+    baseline          anisotropy: mean cosine over distinct random pairs of word occurrences from different
+                      sentences (every such pair of the sample where it allows no more than asked)
     *_adjusted        the figure minus its baseline (self and intra: the baseline above; mev: the share
                       the first principal direction holds of the baseline's sample, the paper's adjustment)
     mev               share of the variance of a word's (uncentred) occurrence vectors on their first
@@ -12,7 +13,8 @@ Per layer, for words seen in several sentences:
 
 Each figure says its n (`settings`: n_occurrences per word, n_baseline_pairs, n_intra_sentences, the
 sentences of two words or more that intra_sentence averages), and `note` says where it is small: a word
-measured on fewer than FEW_OCCURRENCES occurrences, a baseline of fewer than FEW_PAIRS pairs.
+measured on fewer than FEW_OCCURRENCES occurrences, a baseline of fewer than FEW_PAIRS distinct pairs (and
+whether more pairs or more sentences would give more).
 
 A context is a distinct sentence: sentences that tokenize to the same ids (identical, or case variants to
 an uncased model) are merged before anything is measured (they would
@@ -95,8 +97,10 @@ class Contextuality:
     """Per-layer records (layer "static", 0..L) and per-word self-similarity; `n_occurrences`, each word's
     count of occurrences measured (in distinct sentences; `occurrences` is its deprecated old name);
     `settings`: model, n_sentences and n_distinct_sentences (`repeats_merged`), n_intra_sentences (those
-    of two words or more, which intra_sentence averages), seed, baseline_pairs, n_baseline_pairs (drawn
-    from different sentences; `baseline_pairs_used` its older name) and the words' choice; `note` names
+    of two words or more, which intra_sentence averages), seed, baseline_pairs, n_baseline_pairs (the
+    distinct pairs from different sentences measured; `baseline_pairs_used` its older name),
+    n_baseline_sample, n_baseline_pairs_possible (the distinct such pairs that sample allows) and the
+    words' choice; `note` names
     the words left out and why, and the figures that rest on few occurrences or pairs, or is None."""
 
     records: list[dict[str, Any]]
@@ -295,8 +299,9 @@ def contextuality(
     context (merged first; `settings["repeats_merged"]` counts them). The `words` (default: the `top_k`
     most frequent, default 10, in `min_contexts` sentences or more, default 5, refused with words; `top=`
     is the older spelling of `top_k=`, still read) keep at most
-    `max_contexts` occurrences each; the baseline is `baseline_pairs` random pairs of occurrences from
-    different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
+    `max_contexts` occurrences each; the baseline is `baseline_pairs` distinct random pairs of occurrences
+    from different sentences, drawn with `seed` from a sample of 2 x `baseline_pairs` occurrences (every
+    such pair of the sample where it allows no more). `progress`: a progress bar or log lines on stderr (None:
     from 256 sentences). `sentences` stream (see the module docstring for what memory keeps)."""
     layered(model, "contextuality of layers")
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
@@ -377,7 +382,7 @@ def contextuality(
             "sentences (one word each, as the tokenizer splits text), or give a larger corpus"
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
-    baseline, used = _baseline(pool, baseline_pairs, seed)
+    baseline, used, allowed = _baseline(pool, baseline_pairs, seed)
     mev_baseline = _mev_baseline(pool)
     per_word: dict[str, list[float]] = {}
     mev: dict[str, list[float]] = {}
@@ -406,7 +411,7 @@ def contextuality(
         "model": model.loaded.source, "n_sentences": n_given, "n_distinct_sentences": n_distinct,
         "repeats_merged": n_given - n_distinct, "n_intra_sentences": n_intra, "seed": seed,
         "baseline_pairs": baseline_pairs, "n_baseline_pairs": used, "baseline_pairs_used": used,
-        "n_baseline_sample": len(pool), "max_contexts": max_contexts,
+        "n_baseline_sample": len(pool), "n_baseline_pairs_possible": allowed, "max_contexts": max_contexts,
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
     }  # fmt: skip
     notes = [f"words left out: {note}"] if note else []
@@ -417,7 +422,8 @@ def contextuality(
     pairs = {w: _pairs_across(found.sentences[w]) for w in kept}
     # a word cut at max_contexts has its count said by the cap's note: the few it rests on were asked for
     uncut = {w: n for w, n in n_occurrences.items() if found.seen.get(w, 0) <= max_contexts}
-    notes += _few_note(uncut, pairs, used, len(pool))
+    notes += _few_note(uncut, pairs)
+    notes += _few_pairs_note(used, pool, asked=baseline_pairs, allowed=allowed)
     return Contextuality(records, per_word, n_occurrences, settings, "; ".join(notes) or None)
 
 
@@ -472,26 +478,40 @@ def _pairs_across(sentence_ids: Sequence[int]) -> int:
     return n * (n - 1) // 2 - sum(c * (c - 1) // 2 for c in Counter(sentence_ids).values())
 
 
-def _few_note(
-    n_occurrences: dict[str, int], word_pairs: dict[str, int], pairs: int, sample: int
+def _few_note(n_occurrences: dict[str, int], word_pairs: dict[str, int]) -> list[str]:
+    """The words of under FEW_OCCURRENCES occurrences, with the pairs their self-similarity averages; []
+    where none is."""
+    if not (few := {w: n for w, n in n_occurrences.items() if n < FEW_OCCURRENCES}):
+        return []
+    shown = ", ".join(f"{w} ({n} occurrences, {word_pairs[w]} pair(s))" for w, n in few.items())
+    return [
+        f"few occurrences (under {FEW_OCCURRENCES}): {shown}; self-similarity averages those pairs and "
+        "MEV of n vectors is at least 1/n (1/2 of 2), so read these words' figures as rough, or give "
+        "more sentences"
+    ]
+
+
+def _few_pairs_note(
+    used: int, pool: list[tuple[int, np.ndarray, np.ndarray]], *, asked: int, allowed: int
 ) -> list[str]:
-    """The figures that rest on few: the words of under FEW_OCCURRENCES occurrences, a baseline of under
-    FEW_PAIRS pairs; [] where none does."""
-    notes = []
-    if few := {w: n for w, n in n_occurrences.items() if n < FEW_OCCURRENCES}:
-        shown = ", ".join(f"{w} ({n} occurrences, {word_pairs[w]} pair(s))" for w, n in few.items())
-        notes.append(
-            f"few occurrences (under {FEW_OCCURRENCES}): {shown}; self-similarity averages those pairs and "
-            "MEV of n vectors is at least 1/n (1/2 of 2), so read these words' figures as rough, or give "
+    """A baseline of under FEW_PAIRS distinct pairs and what would give more: more sentences where the
+    sample allows no more pairs and asking for more would not help, else more pairs; [] where it rests
+    on enough."""
+    if used >= FEW_PAIRS:
+        return []
+    sentences = len({item[0] for item in pool})
+    said = (
+        f"the baseline rests on {used} distinct pair(s) of occurrences from different sentences (under "
+        f"{FEW_PAIRS}; a sample of {len(pool)} occurrences in {sentences} distinct sentences"
+    )
+    whole = len(pool) < 2 * asked  # the sample is every word occurrence of the corpus
+    if used == allowed and (whole or asked >= FEW_PAIRS):  # asking for more pairs would add none
+        every = "every word occurrence of the corpus, " if whole else ""
+        return [
+            f"{said}, {every}which allow no more): the corpus is too small for a steady baseline; give "
             "more sentences"
-        )
-    if pairs < FEW_PAIRS:
-        notes.append(
-            f"the baseline rests on {pairs} pair(s) of occurrences from different sentences (under "
-            f"{FEW_PAIRS}; a sample of {sample} occurrences): it moves with the seed; give "
-            f"baseline_pairs={FEW_PAIRS} or more"
-        )
-    return notes
+        ]
+    return [f"{said}): it moves with the seed; give baseline_pairs={FEW_PAIRS} or more"]
 
 
 def _mev_baseline(pool: list[tuple[int, np.ndarray, np.ndarray]]) -> list[float]:
@@ -511,20 +531,20 @@ def _mev(vectors: np.ndarray) -> float:
 
 def _baseline(
     pool: list[tuple[int, np.ndarray, np.ndarray]], pairs: int, seed: int
-) -> tuple[list[float], int]:
-    """Per row (static, 0..L): mean cosine of random word-occurrence pairs from different sentences, and
-    how many pairs that was (up to `pairs`: of twice as many drawn, those within one sentence are
-    dropped)."""
-    rng = np.random.default_rng(seed)
-    left, right = rng.integers(0, len(pool), size=(2, pairs * 2))
-    keep = [(a, b) for a, b in zip(left, right, strict=True) if pool[a][0] != pool[b][0]][:pairs]
-    if not keep:
-        # the words measured are in two sentences at least, so the corpus has them: the draw is too small
+) -> tuple[list[float], int, int]:
+    """Per row (static, 0..L): mean cosine of random word-occurrence pairs from different sentences, how
+    many distinct pairs that was (up to `pairs`), and how many distinct such pairs the sample allows."""
+    sentence = np.array([item[0] for item in pool])
+    allowed = _pairs_across(sentence.tolist())
+    if not allowed:
+        # the words measured are in two sentences at least, so the corpus has them: the sample is too small
         raise InvalidInput(
-            f"baseline_pairs={pairs} drew no pair of words from two different sentences (of a sample of "
-            f"{len(pool)} word occurrences, 2 x baseline_pairs); give baseline_pairs={FEW_PAIRS} or more "
-            f"(fewer are measured where they draw a pair, with a note that the baseline rests on few)"
+            f"baseline_pairs={pairs} drew no pair of words from two different sentences (its sample of "
+            f"{len(pool)} word occurrences, 2 x baseline_pairs, is all from one sentence); give "
+            f"baseline_pairs={FEW_PAIRS} or more (fewer are measured where they draw a pair, with a note "
+            "that the baseline rests on few)"
         )
+    keep = _every_pair(sentence) if allowed <= pairs else _distinct_pairs(sentence, pairs, seed)
     # Summed a block of pairs at a time: the pairs' vectors are never stacked all at once.
     static, layers = 0.0, np.zeros(len(pool[0][1]))
     for start in range(0, len(keep), _PAIR_BLOCK):
@@ -533,4 +553,31 @@ def _baseline(
         b = np.array([pool[j][2] for _, j in block]), np.stack([pool[j][1] for _, j in block])
         static += float((unit(a[0], dtype=np.float64) * unit(b[0], dtype=np.float64)).sum())
         layers += (unit(a[1], dtype=np.float64) * unit(b[1], dtype=np.float64)).sum(-1).sum(axis=0)
-    return [static / len(keep), *(float(v) / len(keep) for v in layers)], len(keep)
+    return [static / len(keep), *(float(v) / len(keep) for v in layers)], len(keep), allowed
+
+
+def _every_pair(sentence: np.ndarray) -> list[tuple[int, int]]:
+    """Every pair of sample items (i < j) from different sentences: where the sample allows no more than
+    the pairs asked, the baseline is their mean, not a draw that repeats some of them."""
+    return [
+        (i, int(j))
+        for i in range(len(sentence))
+        for j in np.flatnonzero(sentence[i + 1 :] != sentence[i]) + i + 1
+    ]
+
+
+def _distinct_pairs(sentence: np.ndarray, pairs: int, seed: int) -> list[tuple[int, int]]:
+    """`pairs` distinct pairs of sample items from different sentences, drawn with `seed` (the sample
+    allows more): a pair drawn twice, in either order, counts once, so the n said is the pairs measured.
+    Drawn in rounds of 2 x `pairs` until enough (the first round is the draw taken before repeats were
+    dropped, so a large corpus keeps its pairs)."""
+    rng = np.random.default_rng(seed)
+    seen: set[tuple[int, int]] = set()
+    keep: list[tuple[int, int]] = []
+    while len(keep) < pairs:
+        for a, b in zip(*rng.integers(0, len(sentence), size=(2, pairs * 2)).tolist(), strict=True):
+            key = (min(a, b), max(a, b))
+            if sentence[a] != sentence[b] and key not in seen and len(keep) < pairs:
+                seen.add(key)
+                keep.append((a, b))
+    return keep
