@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,29 @@ def test_a_closed_pipe_ends_quietly_with_sigpipes_status(
         main()
     assert ended.value.code == 141
     assert stderr.getvalue() == ""
+
+
+def test_sigterm_in_a_corpus_job_says_what_is_saved(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    """SIGTERM (the command line raises Terminated) stopped a job mid-batch saying only 'terminated', though
+    its batches were saved and --resume goes on from them: it says so, as a Ctrl-C's stop does."""
+    import bertscope
+    from bertscope.errors import JobInterrupted, Terminated
+
+    def texts() -> Iterator[str]:
+        for number in range(6):
+            if number == 4:
+                raise Terminated
+            yield f"text number {number}"
+
+    out = tmp_path / "t.parquet"
+    with pytest.raises(JobInterrupted) as stopped:
+        bertscope.embed_corpus(texts(), out, model=str(tiny_dirs["bert"]), batch_size=2, progress=False)
+    assert str(stopped.value) == (
+        "interrupted after 4 texts; everything up to there is saved. Run it again with resume=True "
+        "(--resume) to continue"
+    )
+    done = bertscope.embed_corpus(
+        [f"text number {n}" for n in range(6)], out, model=str(tiny_dirs["bert"]), batch_size=2, resume=True,
+        progress=False,
+    )  # fmt: skip
+    assert done.resumed_from == 4 and done.embedded == 2

@@ -28,6 +28,7 @@ __all__ = [
     "InputTooLong",
     "CorpusError",
     "JobInterrupted",
+    "Terminated",
     "TruncatedTextsWarning",
 ]
 
@@ -78,6 +79,12 @@ class CorpusError(BertscopeError):
 class JobInterrupted(BertscopeError):
     """The job stopped on Ctrl-C with every batch before the stop saved (none, where it stopped before its
     first); `--resume` continues it. A stop asked during the input's last batch finishes the job instead."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is (the command line installs the handler): every finally and
+    context manager runs (temporary word vectors, a job's parts), what catches a Ctrl-C catches it too, and
+    a corpus job says what it saved (`JobInterrupted`)."""
 
 
 class TruncatedTextsWarning(UserWarning):

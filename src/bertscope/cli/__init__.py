@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from ..errors import BertscopeError, JobInterrupted
+from ..errors import BertscopeError, JobInterrupted, Terminated
 
 try:
     from . import (  # noqa: F401  (each registers its commands)
@@ -65,11 +65,6 @@ __all__ = ["Terminated", "app", "debug_first", "main"]
 
 # uvicorn handles SIGTERM itself while these serve (a graceful shutdown, then the signal's default end)
 SERVING = ("serve", "explore")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the command is: every finally and context manager runs (temporary word
-    vectors, a job's parts), and what catches a Ctrl-C catches it too."""
 
 
 def main() -> None:

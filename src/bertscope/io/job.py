@@ -19,7 +19,7 @@ from ..core.folder import BUNDLED
 from ..core.renamed_fields import renamed_field
 from ..core.spec import reload_arg, stored_settings
 from ..core.tokens import named_as
-from ..errors import CorpusError, InvalidInput, InvalidSpec, JobInterrupted
+from ..errors import CorpusError, InvalidInput, InvalidSpec, JobInterrupted, Terminated
 from ..static_model import StaticModel, is_model2vec, load_static
 from .formats import Format, format_of, open_sink, refuse_idle_store_options
 from .job_lock import job_lock
@@ -328,33 +328,39 @@ def run_level(
         _stop_on_interrupt() as stop,
         progress_callback(total, enabled=progress) as on_batch,
     ):
-        batches = _batches(records, batch_size)
-        batch = next(batches, None)
-        while batch is not None:
-            # Asked before a batch's forward: stop now, not after embedding it.
-            if stop.is_set():
-                summary.seconds = time.perf_counter() - start
-                raise JobInterrupted(_interrupted(summary.embedded, sink.done))
-            todo = sink.pending(batch)
-            if todo:
-                with _refused_here(sink), named_as(_record_named(todo, source)):
-                    rows = rows_of.embed(todo, on_batch=on_batch)
-                try:
-                    sink.write(todo, rows)
-                except OSError as exc:
-                    raise CorpusError(_write_failed(output, exc, sink.done)) from None
-                summary.embedded += rows.texts
-                summary.tokens += rows.tokens
-                summary.rows += rows.table.num_rows
-                summary.n_truncated += rows.truncated
-            if stop.is_set() and len(batch) == batch_size and not _reads_without_waiting(source):
-                # stdin or a pipe may wait for lines that never come: stop now, not after a read
-                summary.seconds = time.perf_counter() - start
-                raise JobInterrupted(_interrupted(summary.embedded, sink.done))
-            # Else read on before looking at the flag (above): a stop asked during the last batch (a short
-            # one ended the input) finishes the job, its whole input saved, rather than leave parts that
-            # --resume only writes out.
+        try:
+            batches = _batches(records, batch_size)
             batch = next(batches, None)
+            while batch is not None:
+                # Asked before a batch's forward: stop now, not after embedding it.
+                if stop.is_set():
+                    summary.seconds = time.perf_counter() - start
+                    raise JobInterrupted(_interrupted(summary.embedded, sink.done))
+                todo = sink.pending(batch)
+                if todo:
+                    with _refused_here(sink), named_as(_record_named(todo, source)):
+                        rows = rows_of.embed(todo, on_batch=on_batch)
+                    try:
+                        sink.write(todo, rows)
+                    except OSError as exc:
+                        raise CorpusError(_write_failed(output, exc, sink.done)) from None
+                    summary.embedded += rows.texts
+                    summary.tokens += rows.tokens
+                    summary.rows += rows.table.num_rows
+                    summary.n_truncated += rows.truncated
+                if stop.is_set() and len(batch) == batch_size and not _reads_without_waiting(source):
+                    # stdin or a pipe may wait for lines that never come: stop now, not after a read
+                    summary.seconds = time.perf_counter() - start
+                    raise JobInterrupted(_interrupted(summary.embedded, sink.done))
+                # Else read on before looking at the flag (above): a stop asked during the last batch (a short
+                # one ended the input) finishes the job, its whole input saved, rather than leave parts that
+                # --resume only writes out.
+                batch = next(batches, None)
+        except Terminated:
+            # SIGTERM (`timeout`, a scheduler): stopped mid-batch, at once; the batches written before are
+            # saved, and the line says so and how to go on, as a Ctrl-C's does (a second Ctrl-C stays one)
+            summary.seconds = time.perf_counter() - start
+            raise JobInterrupted(_interrupted(summary.embedded, sink.done)) from None
     if sink.done == 0:
         sink.abandon()
         raise CorpusError(nothing_to_embed(input_path, output, rejects))
