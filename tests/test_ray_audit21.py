@@ -371,3 +371,28 @@ def test_a_users_where_column_is_kept_and_a_plain_read_adds_none(
     done = embedder(users)
     assert done.column("_where").to_pylist() == ["Paris", "Lyon"]
     assert {"id", "text", "embedding"} <= set(done.column_names)
+
+
+def test_the_read_tasks_count_the_empty_texts_for_the_summary(tmp_path: Path) -> None:
+    """The driver read the whole corpus a second time, serially, after the job to count its empty texts
+    (e1219fc): the read tasks, which read every record, now count them, each writing its input's count
+    once it has read it whole, and the driver sums the counts."""
+    from bertscope.distributed.reading import _reader, empty_texts
+
+    counts = tmp_path / "_resume"
+    counts.mkdir()
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("a cat\n\nthe dog\n\n")
+    second.write_text("\nrain\n")
+    for number, source in enumerate((first, second)):
+        count = counts / f"empty-{number:05d}.json"
+        read = _reader(str(source), "text", None, "", 1, None, None, count=count)()
+        next(read)  # one table of one text
+        assert not count.exists()  # a task not read to its end has not counted its input
+        list(read)
+        assert count.exists()
+    assert empty_texts(counts) == 3
+    at = (0, [], tmp_path / "o")  # a numbered read (a corpus job's) counts alike
+    numbered = _reader(str(first), "text", None, "", 10, None, at, count=counts / "n.json")
+    assert sum(t.num_rows for t in numbered()) == 2
+    assert (counts / "n.json").read_text() == '{"empty": 2}'

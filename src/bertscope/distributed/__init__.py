@@ -34,11 +34,11 @@ from ..io.job_lock import job_lock
 from ..io.level_table import LEVELS, CorpusOptions, make_level, refuse_idle_level_options
 from ..io.levels import SentenceLevel, vector_columns
 from ..io.parquet_sink import with_settings
-from ..io.readers import Rejects, read_corpus
 from .cluster import IO_CPUS, default_batch, gpus_per_worker, import_ray, raising_bertscope_errors, start_ray
 from .reading import (
     corpus_dataset,
     corpus_datasource,
+    empty_texts,
     input_sources,
     refuse_empty_corpus,
     refuse_unfit_dataset,
@@ -46,6 +46,7 @@ from .reading import (
 )
 from .shards import (
     MANIFEST,
+    RESUME,
     ShardFolder,
     abandoned_if_unwritten,
     finish_swap,
@@ -312,7 +313,7 @@ def run_ray_job(
             tokenizer = m.tokenizer if isinstance(m, Encoder) else None
             corpus = corpus_dataset(
                 sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=(folder.done, out),
-                located=True,
+                located=True, empties=work / RESUME,
             )  # fmt: skip
             embedded = embed_dataset(
                 corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend,
@@ -328,12 +329,14 @@ def run_ray_job(
             except KeyboardInterrupt:
                 raise JobInterrupted(_interrupted(work, out)) from None
             seconds = time.perf_counter() - start
+            # counted by the read tasks (every record passes through one); gone with _resume/ below
+            empty = empty_texts(work / RESUME)
             write_manifest(work, source, _totals(work, rows_of, schema), schema)
             if work != out:
                 swap_in(work, out)
             summary = _summary(out, rows_of, schema, folder, max_tokens=m.max_tokens)
             summary.seconds = seconds
-            summary.empty = _empty_texts(sources, text_field=text_field, id_field=id_field)
+            summary.empty = empty
     return summary
 
 
@@ -395,16 +398,6 @@ def _summary(out: Path, rows_of: Any, schema: Any, folder: ShardFolder, *, max_t
     new = [f for f in files if f not in folder.kept]
     summary.embedded, summary.tokens, summary.n_truncated, summary.rows = _tally(new, rows_of, schema)
     return summary
-
-
-def _empty_texts(sources: list[Any], *, text_field: str, id_field: str | None) -> int:
-    """The empty texts of the inputs, which the read tasks pass over: counted by the driver's reader, as
-    the local job's reader counts them for its summary (a read of the texts, no tokenizer)."""
-    rejects = Rejects()
-    for input_ in sources:
-        for _ in read_corpus(input_, text_field=text_field, id_field=id_field, rejects=rejects):
-            pass
-    return rejects.empty
 
 
 def _totals(out: Path, rows_of: Any, schema: Any) -> dict[str, int]:

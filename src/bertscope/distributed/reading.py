@@ -6,11 +6,14 @@ caller's promise). The read tasks hand on blocks of about a batch of rows (Ray w
 into one block, and one block reaches one actor). A numbered read (a corpus job's) adds each record's
 input and number (`units`), and a resumed one reads past the records its saved shards hold; a located
 one (a bertscope job's own) adds each record's FILE:LINE, which the job's actors name a refusal by.
+A job's read tasks count the empty texts they pass over, each writing its input's count to a small file
+in the job's folder (`empty_texts` sums them): the driver never reads the corpus a second time.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,10 +35,12 @@ __all__ = [
     "Numbered",
     "refuse_unfit_dataset",
     "refuse_empty_corpus",
+    "empty_texts",
 ]
 
 # A numbered read: the units done per input (by its number), and the output they were written to.
 Numbered = tuple[Mapping[int, list[Unit]], Path]
+_EMPTY = "empty-{:05d}.json"  # an input's count of empty texts, written by its read task once read whole
 
 
 def input_sources(source: str | list[str]) -> list[Any]:
@@ -120,6 +125,7 @@ def corpus_dataset(
     tokenizer: Any = None,
     numbered: Numbered | None = None,
     located: bool = False,
+    empties: Path | None = None,
 ) -> Any:
     """A Ray Dataset of the inputs' `id` and `text` columns, in blocks of about `rows` rows.
 
@@ -131,12 +137,15 @@ def corpus_dataset(
     `numbered` (a corpus job's units done, and its output) adds the `_source` and `_record` columns and
     skips the records of the units done. `located` adds each row's FILE:LINE in a `_where` column, which
     the actors of `embed_dataset(..., located=True)` read (a refusal names it, as the local job's) and drop.
+    `empties` (a folder every node writes to: the job's own) gets each input's count of empty texts once
+    its read task has read it whole, for `empty_texts`.
     """
     ray = import_ray()
     blocks = sum(max(1, math.ceil(_estimated_rows(s) / rows)) for s in sources)
     datasource = corpus_datasource(
-        sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=numbered, located=located
-    )
+        sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=numbered, located=located,
+        empties=empties,
+    )  # fmt: skip
     return ray.data.read_datasource(
         datasource,
         num_cpus=IO_CPUS,
@@ -170,10 +179,11 @@ def corpus_datasource(
     tokenizer: Any = None,
     numbered: Numbered | None = None,
     located: bool = False,
+    empties: Path | None = None,
 ) -> Any:
     """A Ray datasource: one read task per input, streaming bertscope's reader in tables of `rows`
-    (`corpus_dataset` reads it in blocks of that size). `tokenizer`, `numbered`, `located`: as
-    `corpus_dataset`'s."""
+    (`corpus_dataset` reads it in blocks of that size). `tokenizer`, `numbered`, `located`, `empties`:
+    as `corpus_dataset`'s."""
     from ray.data import Datasource
     from ray.data.block import BlockMetadata
     from ray.data.datasource import ReadTask
@@ -185,7 +195,8 @@ def corpus_datasource(
     def task(number: int, source: Any) -> Any:
         prefix = source_prefix(source, several, id_field)
         at = None if numbered is None else (number, list(numbered[0].get(number, [])), numbered[1])
-        return _reader(source, text_field, id_field, prefix, rows, shared, at, located=located)
+        count = None if empties is None else empties / _EMPTY.format(number)
+        return _reader(source, text_field, id_field, prefix, rows, shared, at, located=located, count=count)
 
     # Defined here because Ray is optional: importing bertscope.distributed must not need it.
     class BertscopeCorpus(Datasource):
@@ -214,12 +225,23 @@ def _reader(
     at: tuple[int, list[Unit], Path] | None,
     *,
     located: bool = False,
+    count: Path | None = None,
 ) -> Any:
     def read() -> Iterator[Any]:
+        rejects = Rejects()
+        yield from tables(rejects)
+        if count is not None:  # read whole: a retried task writes the same count again
+            tmp = count.with_name(count.name + ".tmp")
+            tmp.write_text(json.dumps({"empty": rejects.empty}))
+            os.replace(tmp, count)
+
+    def tables(rejects: Rejects) -> Iterator[Any]:
         import pyarrow as pa
 
         tok = None if tokenizer is None else import_ray().get(tokenizer)
-        records = read_corpus(source, text_field=text_field, id_field=id_field, tokenizer=tok)
+        records = read_corpus(
+            source, text_field=text_field, id_field=id_field, tokenizer=tok, rejects=rejects
+        )
         ided = (Record(prefix + r.id, r.text, r.line) for r in records)
         shown = source_name(source)  # as the local job names a record: FILE:LINE
 
@@ -254,3 +276,8 @@ def _chunks(records: Iterable[tuple[int, Record]], size: int) -> Iterator[list[t
             chunk = []
     if chunk:
         yield chunk
+
+
+def empty_texts(empties: Path) -> int:
+    """The empty texts a job's read tasks passed over: the sum of their counts in `empties`."""
+    return sum(json.loads(p.read_text())["empty"] for p in empties.glob(_EMPTY.replace("{:05d}", "*")))
