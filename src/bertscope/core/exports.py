@@ -177,15 +177,19 @@ def formats_help() -> str:
     return f"{', '.join(f.value for f in EXPORTS)} (default: {', '.join(chosen)})"
 
 
+def refuse_stdout(output: object, what: str) -> None:
+    """Refuse "-" as an output, as every command that writes files does (`-i -` reads stdin; no output is a
+    stream: a store is resumed and read back, an export is several files written whole); `what` says what is
+    written and the fix."""
+    if str(output) == "-":
+        raise CorpusError(f"-: stdout is not an output: {what}")
+
+
 def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     """The format asked for, or the one the suffix names; a suffix naming another format is refused,
     and so is a suffix that names none (`o.weird`) when no format is asked: nothing is written by guess.
     "-" (stdout) is refused: an export is files (word2vec text with its counts beside it), written whole."""
-    if str(path) == "-":
-        raise CorpusError(
-            "-: stdout is not an output: static vectors are written to a file; give a file name such as "
-            "vectors.vec"
-        )
+    refuse_stdout(path, "static vectors are written to a file; give a file name such as vectors.vec")
     implied = next((f for f, rule in EXPORTS.items() if path.suffix.lower() in rule.suffixes), None)
     if fmt is None:
         if implied is None:

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 from ..core._enums import Backend, DType, Level, Mode, Quantize
 from ..core.cpu import usable_cpus
 from ..core.encoder import Encoder
+from ..core.exports import refuse_stdout
 from ..core.loaders import load_model
 from ..core.spec import reload_arg, stored_settings
-from ..errors import BertscopeError, CorpusError, InvalidInput, InvalidSpec, JobInterrupted
+from ..errors import BertscopeError, InvalidInput, InvalidSpec, JobInterrupted
 from ..io.job import JobSummary, refuse_idle_job_options, refuse_resume_with_overwrite
 from ..io.job_lock import job_lock
 from ..io.level_table import LEVELS, CorpusOptions, make_level, refuse_idle_level_options
@@ -270,11 +271,8 @@ def run_ray_job(
     # and resumed nothing), fields of texts without records, idle level options
     refuse_resume_with_overwrite(resume=resume, overwrite=overwrite)
     refuse_idle_job_options(source, output, asked, text_field=text_field, id_field=id_field)
-    if str(output) == "-":  # as the local job refuses it (io.formats.open_sink): shards are files
-        raise CorpusError(
-            "-: stdout is not an output: a Ray corpus job writes its vectors to a folder of Parquet shards; "
-            "give a folder name such as vectors"
-        )
+    shards = "a Ray corpus job writes its vectors to a folder of Parquet shards"
+    refuse_stdout(output, f"{shards}; give a folder name such as vectors")
     ray = import_ray()
     out = Path(output)
     sources = input_sources(source)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core._enums import Precision, StrEnum
+from ..core.exports import refuse_stdout
 from ..errors import CorpusError, InvalidSpec
 from .npy_sink import NpySink
 from .parquet_sink import ParquetSink
@@ -191,11 +192,10 @@ def open_sink(
     """The sink for an output path, by its suffix, checked against resume/overwrite and the level."""
     path = Path(path)
     supported = ", ".join(SUPPORTED_OUTPUTS)
-    if str(path) == "-":  # the vectors of a job are a store, resumed and read back: never a stream
-        raise CorpusError(
-            f"-: stdout is not an output: a corpus job writes its vectors to a file; give a file name "
-            f"with a known type such as vectors.parquet ({supported})"
-        )
+    refuse_stdout(
+        path, f"a corpus job writes its vectors to a file; give a file name with a known type such as "
+        f"vectors.parquet ({supported})",
+    )  # fmt: skip
     if not path.parent.exists():
         raise CorpusError(f"cannot write {path}: the folder {path.parent} does not exist")
     rules = rules_of(path)
