@@ -204,3 +204,17 @@ def test_sigterm_in_a_corpus_job_says_what_is_saved(tmp_path: Path, tiny_dirs: d
         progress=False,
     )  # fmt: skip
     assert done.resumed_from == 4 and done.embedded == 2
+
+
+def test_a_closed_pipe_leaves_the_next_command_its_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich's on_broken_pipe made the process's output console quiet for good: every table after one closed
+    pipe in the same process (tests, a notebook) printed nothing."""
+    from bertscope.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["bertscope", "tokens", "a b c"])
+    with monkeypatch.context() as closed:
+        closed.setattr(sys, "stdout", _ClosedPipe())
+        with pytest.raises(SystemExit):
+            main()
+    ran = run_main("tokens", "a b c")
+    assert ran.code == 0 and "[CLS]" in ran.stdout

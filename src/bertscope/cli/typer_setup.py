@@ -87,8 +87,8 @@ def pipe_closed() -> NoReturn:
 
 class _Console(Console):
     def on_broken_pipe(self) -> None:
-        """rich's exits 1, as a failure; a closed pipe is the reader's choice (`pipe_closed`)."""
-        self.quiet = True
+        """rich's exits 1, as a failure; a closed pipe is the reader's choice (`pipe_closed`). Not made quiet
+        as rich's is: stdout goes to /dev/null, and a command run in process (tests, notebooks) prints on."""
         pipe_closed()
 
 
