@@ -377,7 +377,7 @@ def test_edge_inputs_from_review(tmp_path: Path, bundled: bertscope.Model) -> No
         open_store(not_db)
     empty = write_txt(tmp_path, ["", "  "], "empty.txt")
     for output in ("e.parquet", "e.npy", "e.db"):
-        with pytest.raises(bertscope.CorpusError, match="the corpus is empty"):
+        with pytest.raises(bertscope.CorpusError, match="every line is empty"):
             bertscope.embed_corpus(empty, tmp_path / output, model=bundled)
         assert not (tmp_path / (output + ".parts")).exists()
     broken_ids = tmp_path / "ids.jsonl"
