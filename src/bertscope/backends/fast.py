@@ -37,7 +37,7 @@ from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
 from ..core.loading import TORCH_INSTALL, device_kind
-from ..errors import BackendUnavailable, InvalidSpec, TruncatedTextsWarning
+from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
 from . import modes
 from .digest import runtimes_key, settings_digest
 from .modes import MODES, Way, measure
@@ -58,8 +58,10 @@ __all__ = [
     "FAST_FORMAT",
     "graphs_key",
     "INT8_MIN_GAIN",
+    "implausibility",
     "libraries_key",
     "Measured",
+    "MeasurementNotWritten",
     "candidates",
     "choose",
     "fast_cache_dir",
@@ -92,9 +94,14 @@ _REPEATS = 3
 _TIMED_ROWS = 400
 # int8 is offered only where it is at least this much faster than the best float mode in the bound.
 INT8_MIN_GAIN = 1.5
-# A cached ratio beyond this either way says the measurement was disturbed: measure again.
-_MAX_RATIO = 20.0
+# A ratio beyond this either way says the measurement was disturbed: measure again. Not 20: a small model's
+# torch is overhead-bound, and OpenVINO ran a 2-layer BERT 18.6-34.4x torch float32 on an idle machine.
+_MAX_RATIO = 100.0
 _FLOAT32 = "torch float32"
+
+
+class MeasurementNotWritten(ModelLoadError):
+    """The measurements could not be written (a full or failing disk): it says nothing of the model."""
 
 
 @dataclass
@@ -180,25 +187,56 @@ def load_fast(
     base = build(torch.float32)
     wanted = candidates(device)
     path = _cache_path(base, texts, wanted)
-    writable_folder(path.parent)
-    # Replicas started at once (a server's workers) measure once and read the same figures, so they all
-    # choose the same mode: two measurements could choose two modes, whose vectors differ.
-    with FileLock(f"{path}.lock"):
-        measured = None if remeasure else read_measured(path)
-        if measured is None or set(wanted) - {m.mode for m in measured}:
-            say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
-                 f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
-            measured = _measure_all(base, wanted, texts, build, calibration)
-            write_measured(path, measured)
+    # Read before asking for a writable folder or its lock: a read-only cache that holds the figures is
+    # enough; only a measurement to write needs the folder (load_fast_recorded reads alike).
+    measured = None if remeasure else read_measured(path, quiet=True)  # said below where measured again
+    if measured is None or set(wanted) - {m.mode for m in measured}:
+        measured = _measured_now(base, wanted, texts, build, calibration, path, remeasure=remeasure)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
-        say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
-             "running float32")  # fmt: skip
+        if not set(wanted) - {m.mode for m in measured}:  # else _measured_now said why float32 runs
+            say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
+                 "running float32")  # fmt: skip
         model = base
     else:
         say(_choice_line(best))
         model = apply_way(base, best.options, build=build, calibration=calibration)
     return _chosen(model, best, min_cosine, path)
+
+
+def _measured_now(
+    base: E,
+    wanted: dict[str, Way],
+    texts: Sequence[str],
+    build: Callable[[torch.dtype], E],
+    calibration: Sequence[str] | None,
+    path: Path,
+    *,
+    remeasure: bool,
+) -> list[Measured]:
+    """The figures at `path` read under its lock where another process wrote them meanwhile, else measured
+    and written: only figures `read_measured` takes back are written (measured twice where the first are
+    implausible), so every later load and every replica reads and chooses the same; figures implausible
+    twice are not kept and torch float32 runs (said)."""
+    writable_folder(path.parent)
+    # Replicas started at once (a server's workers) measure once and read the same figures, so they all
+    # choose the same mode: two measurements could choose two modes, whose vectors differ.
+    with FileLock(f"{path}.lock"):
+        measured = None if remeasure else read_measured(path)
+        if measured is not None and not set(wanted) - {m.mode for m in measured}:
+            return measured
+        say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
+             f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
+        measured = _measure_all(base, wanted, texts, build, calibration)
+        if (why := implausibility(measured)) is not None:
+            say(f"fast mode: the figures just measured are implausible ({why}); measuring again")
+            measured = _measure_all(base, wanted, texts, build, calibration)
+        if (why := implausibility(measured)) is not None:
+            say(f"fast mode: the figures measured again are implausible ({why}); keeping none, running "
+                "torch float32")  # fmt: skip
+            return [m for m in measured if m.mode == _FLOAT32]
+        write_measured(path, measured)
+        return measured
 
 
 def load_fast_recorded(
@@ -353,14 +391,22 @@ def _nncf_part(wanted: dict[str, Way]) -> str:
 
 
 def plausible(measured: Sequence[Measured]) -> bool:
-    """Whether cached figures can be trusted: torch float32 at 1.0x, every speed finite and positive, and
-    no ratio past `_MAX_RATIO` either way (a measurement taken while something else held the CPU)."""
+    """Whether cached figures can be trusted (`implausibility` finds nothing wrong)."""
+    return implausibility(measured) is None
+
+
+def implausibility(measured: Sequence[Measured]) -> str | None:
+    """What makes figures untrustworthy, or None: torch float32 not at 1.0x, a speed not finite and
+    positive, or a ratio past `_MAX_RATIO` either way (a measurement taken while something else held the
+    CPU). The one rule a load applies to what it reads and to what it writes."""
     if not any(m.mode == _FLOAT32 and abs(m.vs_float32 - 1.0) < 1e-6 for m in measured):
-        return False
-    return all(
-        np.isfinite(m.texts_per_s) and m.texts_per_s > 0 and 1 / _MAX_RATIO <= m.vs_float32 <= _MAX_RATIO
-        for m in measured
-    )
+        return f"no {_FLOAT32} row at 1.0x"
+    for m in measured:
+        if not (np.isfinite(m.texts_per_s) and m.texts_per_s > 0):
+            return f"{m.mode} at {m.texts_per_s} texts/s"
+        if not 1 / _MAX_RATIO <= m.vs_float32 <= _MAX_RATIO:
+            return f"{m.mode} at {m.vs_float32:.3g}x {_FLOAT32}, past {_MAX_RATIO:g}x either way"
+    return None
 
 
 def read_measured(
@@ -389,10 +435,14 @@ def read_measured(
     # What the file holds decides, never the reader's own files: every process sharing the cache must take
     # the same figures as valid, or one run from a newer copy of this version (a clone, an edited
     # __init__.py) measures again and rewrites them under the processes already running.
-    stale = data.get("bertscope") != _version()
-    if stale or (check_plausible and not plausible(measured)):
+    why = None
+    if data.get("bertscope") != _version():
+        why = f"stale: written by bertscope {data.get('bertscope')}, this is {_version()}"
+    elif check_plausible and (wrong := implausibility(measured)) is not None:
+        why = f"implausible: {wrong}"
+    if why is not None:
         if not quiet:
-            say(f"{chooser}: the measurements in {path} are stale or implausible; measuring again")
+            say(f"{chooser}: the measurements in {path} are {why}; measuring again")
         return None
     return measured
 
@@ -452,8 +502,15 @@ def write_measured(path: Path, measured: Sequence[Measured]) -> None:
         "measured": [asdict(m) for m in measured],
     }
     staged = path.with_suffix(f".{os.getpid()}.tmp")
-    staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
-    os.replace(staged, path)
+    try:
+        staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
+        os.replace(staged, path)
+    except OSError as exc:  # a full or failing disk: no half-written file left behind, the folder named
+        staged.unlink(missing_ok=True)
+        raise MeasurementNotWritten(
+            f"the measurements could not be written to {path.parent} ({exc.strerror or exc}); free space "
+            "there, or set BERTSCOPE_CACHE to another folder, then load again"
+        ) from None
 
 
 def forget_measurements() -> int:
