@@ -29,7 +29,16 @@ from .digest import installed_key
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["MODES", "ModeReport", "Way", "compare_modes", "installed_key", "measure", "mode_options"]
+__all__ = [
+    "MODES",
+    "ModeReport",
+    "Way",
+    "compare_modes",
+    "installed_key",
+    "measure",
+    "mode_name",
+    "mode_options",
+]
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,7 @@ class ModeReport:
 
     mode: str
     n_texts: int
-    seconds: float
+    seconds: float | None  # None where not timed (`time_it=False`), as texts_per_s is NaN there
     texts_per_s: float
     vs_float32: float
     cos_min: float
@@ -127,11 +136,18 @@ class ModeReport:
         )
 
 
-def mode_options(mode: str) -> dict[str, Any]:
-    """The load options of a mode name, or InvalidSpec listing the names."""
-    if mode not in MODES:
+def mode_name(mode: str) -> str:
+    """`mode` as `MODES` names it: `int8_static` (as `quantize=` spells its scheme) is `int8-static`;
+    InvalidSpec listing the names where it is none."""
+    name = mode.strip().lower().replace("_", "-") if isinstance(mode, str) else mode
+    if name not in MODES:
         raise InvalidSpec(f"unknown mode {mode!r}; choose from: {', '.join(MODES)}")
-    return dict(MODES[mode].options)
+    return str(name)
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """The load options of a mode name (either spelling, `mode_name`), or InvalidSpec listing the names."""
+    return dict(MODES[mode_name(mode)].options)
 
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -197,8 +213,7 @@ def compare_modes(
 
     if not texts:
         raise InvalidSpec("no texts to compare the modes on")
-    for mode in modes:
-        mode_options(mode)
+    modes = list(dict.fromkeys(mode_name(mode) for mode in modes))  # int8_static is int8-static
     wanted = list(dict.fromkeys(["float32", *modes]))  # a mode named twice is measured and reported once
 
     def build(dtype: torch.dtype) -> Encoder:
@@ -218,12 +233,13 @@ def compare_modes(
         if mode not in modes:
             continue
         speed, vectors = timed[mode]
-        cos = (unit(vectors) * unit(reference)).sum(axis=1)
+        # float32 rounding can read 1.0000001 for a vector against itself: a cosine is in [-1, 1]
+        cos = np.clip((unit(vectors) * unit(reference)).sum(axis=1), -1.0, 1.0)
         reports.append(
             ModeReport(
                 mode=mode,
                 n_texts=len(texts),
-                seconds=len(texts) / speed if speed else 0.0,
+                seconds=len(texts) / speed if speed else None,
                 texts_per_s=speed if speed else float("nan"),
                 vs_float32=speed / reference_speed if speed else float("nan"),
                 cos_min=float(cos.min()),

@@ -14,6 +14,7 @@ from .app import (
     JsonOpt,
     ModelOpt,
     TextFieldOpt,
+    ThreadsOpt,
     app,
     cuts_said_once,
     emit_json,
@@ -52,6 +53,7 @@ def bench(
     text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Speed and drift of each mode against float32: texts/s, ratio, cosine min/mean to float32.
@@ -89,12 +91,15 @@ def bench(
         raise InvalidInput(f"{input_path}: no texts (every line is empty)")
     if input_path is None:
         err.print("no -i given: using bertscope's own sample sentences (also int8's calibration set)")
+    if threads is not None:  # every mode is opened and timed at this count, as load(threads=) runs it
+        from ..core.cpu import ask_threads
+
+        ask_threads(threads)
     with cuts_said_once("they are timed as cut, as embed cuts them by default (--long truncate)"):
         reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
-        # a mode not timed (--drift) has no seconds, as it has no texts/s: null, not 0.0
-        rows = [{**r.as_dict(), "mode": spelled(r.mode)} for r in reports]
-        emit_json([{**row, "seconds": None} if row["texts_per_s"] is None else row for row in rows])
+        # a mode not timed (--drift) has no seconds (None in the report), as it has no texts/s: null
+        emit_json([{**r.as_dict(), "mode": spelled(r.mode)} for r in reports])
         return
     table = Table(title=f"{len(texts)} texts, against float32" + ("" if drift else f", median of {repeats}"))
     table.add_column("mode")
