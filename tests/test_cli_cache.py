@@ -11,6 +11,7 @@ import pytest
 
 from bertscope.backends.cache import by_model, cached_files, clear_cache
 from bertscope.backends.digest import content_digest
+from bertscope.backends.fast import FAST_FORMAT, Measured, graphs_key, write_measured
 from bertscope.backends.onnx import EXPORT_FORMAT
 from bertscope.backends.openvino import IR_FORMAT
 from console import Ran, run_main
@@ -31,7 +32,11 @@ def _model_files(cache: Path, digest: str, scale: int, family: str = "bert") -> 
     _write(
         cache / "openvino" / f"{family}-{digest}-float32-v{EXPORT_FORMAT}-int8-weights-ir{IR_FORMAT}.xml", 10
     )
-    _write(cache / "fast" / f"{family}-{digest}-a4e7276895b3-a2b8cdd4-exact-f3-e2g5i3.json", 5)
+    # a measurement a load reads (this format, this bertscope's plausible figures): not flagged unused
+    write_measured(
+        cache / "fast" / f"{family}-{digest}-a4e7276895b3-a2b8cdd4-f{FAST_FORMAT}-{graphs_key()}.json",
+        [Measured("torch float32", {}, 100.0, 1.0, 1.0, 1.0)],
+    )
 
 
 @pytest.fixture
@@ -132,7 +137,9 @@ def test_files_group_by_content_with_older_formats_counted_apart(cache: Path) ->
     _model_files(cache, digest, scale=2, family="roberta")
     _write(cache / "onnx" / f"roberta-{digest}-float32-v1.onnx", 300)  # an older bertscope's
     (model,) = by_model(cached_files())
-    assert model.digest == digest and model.family == "roberta" and model.bytes == 2000 + 2 + 10 + 5 + 300
+    measured = next((cache / "fast").glob("*.json")).stat().st_size
+    assert model.digest == digest and model.family == "roberta"
+    assert model.bytes == 2000 + 2 + 10 + measured + 300
     assert model.holds() == (
         "1 ONNX export, 1 ONNX export (older bertscope, unused), 1 OpenVINO model, 1 runtime measurement"
     )

@@ -18,7 +18,7 @@ from .onnx import EXPORT_FORMAT, cache_dir, known_folders
 from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
 
-__all__ = ["CachedFile", "CachedModel", "by_model", "cached_files", "clear_cache"]
+__all__ = ["STAGED_AGE_S", "CachedFile", "CachedModel", "by_model", "cached_files", "clear_cache"]
 
 # The cache's folders of files that belong to one model (their names begin <family>-<digest>-).
 _KINDS = {"onnx": "ONNX export", "openvino": "OpenVINO model", "fast": "runtime measurement"}
@@ -34,7 +34,7 @@ UNFINISHED_FOLDER, UNFINISHED_FILE = "unfinished export", "unfinished file"
 _TEMP_PREFIXES = (".export-", ".quantize-", ".static-")
 # A staged .tmp file is written and renamed in one call, some outside any lock (the digests, a missed
 # proof's record): one untouched this long was left by a killed process
-_STAGED_AGE_S = 600.0
+STAGED_AGE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,9 @@ def _counted(kind: str, n: int) -> str:
 
 
 def _files() -> Iterator[tuple[str, Path]]:
-    """(kind, path) of each model file; an export's record (its .json) goes with it, not on its own."""
-    root = cache_dir().parent
+    """(kind, path) of each model file; an export's record (its .json) goes with it, not on its own. Only
+    the files bertscope names (`_ours`): a user's file in these folders is neither listed nor removed."""
+    root = _root()
     for folder, kind in _KINDS.items():
         if not (root / folder).is_dir():
             continue
@@ -118,18 +119,24 @@ def _files() -> Iterator[tuple[str, Path]]:
             if path.is_dir() and path.name.startswith(_TEMP_PREFIXES):
                 yield UNFINISHED_FOLDER, path
                 continue
-            if path.is_file() and path.name.endswith(".tmp"):
+            if not path.is_file() or not _ours(path.name):
+                continue
+            if path.name.endswith(".tmp"):
                 yield UNFINISHED_FILE, path
                 continue
-            if not path.is_file() or path.name.endswith(".lock") or path.name == "folders.json":
+            if path.name.endswith(".lock") or path.name == "folders.json":
                 continue
             if path.suffix == ".json" and any(path.with_suffix(s).exists() for s in _RECORDED):
                 continue  # the record of an export or an OpenVINO model: counted with it
             if path.suffix == ".bin" and path.with_suffix(".xml").exists():
                 continue  # an OpenVINO model's weights: counted with its graph
-            unused = (folder == "onnx" and not _current_export(path.name)) or (
-                folder == "openvino"
-                and not (f"-v{EXPORT_FORMAT}-" in path.name and f"-ir{IR_FORMAT}." in path.name)
+            unused = (
+                (folder == "onnx" and not _current_export(path.name))
+                or (
+                    folder == "openvino"
+                    and not (f"-v{EXPORT_FORMAT}-" in path.name and f"-ir{IR_FORMAT}." in path.name)
+                )
+                or (folder == "fast" and not _current_measurement(path))
             )
             yield (f"{kind} (older bertscope, unused)" if unused else kind), path
 
@@ -139,6 +146,46 @@ def _current_export(name: str) -> bool:
     if not name.endswith(f"-v{EXPORT_FORMAT}.onnx"):
         return False
     return "-int8-" not in name or any(f"-int8-{scheme}-g{GRAPH_FORMAT}-" in name for scheme in SCHEMES)
+
+
+# The files bertscope writes in its cache folders: <family>-<digest>-... (exports and their records, lock
+# files and staged .tmp files; OpenVINO models; measurements and missed proofs), and the record of what
+# default loads run (recorded.py: folders.json, its lock, its staged folders.<pid>.tmp)
+_SUFFIXES = (".onnx", ".json", ".xml", ".bin", ".lock", ".tmp")
+_RECORD = re.compile(r"folders\.json(\.lock)?|folders\.\d+\.tmp")
+
+
+def _ours(name: str) -> bool:
+    """Whether bertscope names files so: anything else in the cache folders is a user's, left alone."""
+    return (bool(_NAMED.match(name)) and name.endswith(_SUFFIXES)) or bool(_RECORD.fullmatch(name))
+
+
+def _current_measurement(path: Path) -> bool:
+    """Whether a load reads the measurement file `path`: this format's name (mode="fast"'s or the exact
+    default's) and figures it takes (fast.read_measured: this bertscope's, and for mode="fast" plausible).
+    A missed proof's record (.refused.json) is read as it is."""
+    from .exact import EXACT_FORMAT
+    from .fast import FAST_FORMAT, graphs_key, read_measured
+
+    if path.name.endswith(".refused.json"):
+        return True
+    if path.name.endswith(f"-exact-f{EXACT_FORMAT}-{graphs_key()}.json"):
+        return read_measured(path, check_plausible=False, quiet=True) is not None
+    if not path.name.endswith(f"-f{FAST_FORMAT}-{graphs_key()}.json") or "-exact-f" in path.name:
+        return False
+    return read_measured(path, quiet=True) is not None
+
+
+def _root() -> Path:
+    """The cache folder; a BertscopeError where it is a file (BERTSCOPE_CACHE naming a file)."""
+    root = cache_dir().parent
+    if root.exists() and not root.is_dir():
+        where = f"BERTSCOPE_CACHE={root}" if os.environ.get("BERTSCOPE_CACHE") else f"the cache folder {root}"
+        raise BertscopeError(
+            f"{where} points at a file, not a folder: set BERTSCOPE_CACHE to a folder for bertscope's cache "
+            "(its exports and measurements)"
+        )
+    return root
 
 
 # <family>-<digest>-...: a family's name may hold hyphens itself (xlm-roberta, deberta-v2), the content
@@ -243,7 +290,7 @@ def _sweep(folder: Path, wanted: list[CachedFile]) -> list[CachedFile]:
         for cached in unfinished:
             if cached.kind == UNFINISHED_FOLDER and every_free:
                 shutil.rmtree(cached.path, ignore_errors=True)
-            elif cached.kind == UNFINISHED_FILE and now - _mtime(cached.path) > _STAGED_AGE_S:
+            elif cached.kind == UNFINISHED_FILE and now - _mtime(cached.path) > STAGED_AGE_S:
                 cached.path.unlink(missing_ok=True)
             else:
                 continue

@@ -12,7 +12,7 @@ from ..errors import InvalidInput
 from .app import JsonOpt, app, emit_json, err, out
 
 if TYPE_CHECKING:
-    from ..backends.cache import CachedModel
+    from ..backends.cache import CachedFile, CachedModel
 
 # The summary's length: the largest models, then a line saying how many more --all lists.
 SHOWN = 20
@@ -51,7 +51,7 @@ def cache(
     model, every file), `bertscope cache ./my-model` (one model's files), `bertscope cache bundled --json`,
     `bertscope cache --clear` (every model's), `bertscope cache --clear ./my-model` (one model's)
     """
-    from ..backends.cache import UNFINISHED_FOLDER, by_model, cached_files, clear_cache
+    from ..backends.cache import by_model, cached_files, clear_cache
     from ..backends.recorded import cache_root
 
     if every and (clear or model is not None):
@@ -67,12 +67,8 @@ def cache(
         else:
             size = _size(sum(f.bytes for f in removed))
             err.print(f"removed {_count(len(removed), 'cached file')} ({size})", highlight=False)
-            if digest is None and (busy := [f for f in cached_files() if f.kind == UNFINISHED_FOLDER]):
-                # their writers' lock files are held: a running export's folder is never removed
-                err.print(
-                    f"left {_count(len(busy), UNFINISHED_FOLDER)} ({_size(sum(f.bytes for f in busy))}) "
-                    "that a running process is writing", highlight=False,
-                )  # fmt: skip
+            if digest is None:
+                _print_left(cached_files())
         return
     files = [f for f in cached_files() if digest is None or f.digest == digest]
     models = by_model(files)
@@ -87,6 +83,23 @@ def cache(
     _print(models, root, every=every or model is not None)
 
 
+def _print_left(files: list[CachedFile]) -> None:
+    """On stderr, what --clear left of what killed writers leave, and why: a process may be writing it."""
+    from ..backends.cache import STAGED_AGE_S, UNFINISHED_FILE, UNFINISHED_FOLDER
+
+    # an unfinished folder stays while its writer's lock file is held; a staged file while it is recent,
+    # as some are written outside any lock
+    why = {
+        UNFINISHED_FOLDER: "that a running process is writing",
+        UNFINISHED_FILE: f"staged less than {STAGED_AGE_S / 60:.0f} minutes ago, that a running process may "
+        "be writing",
+    }
+    for kind, reason in why.items():
+        if left := [f for f in files if f.kind == kind]:
+            size = _size(sum(f.bytes for f in left))
+            err.print(f"left {_count(len(left), kind)} ({size}) {reason}", highlight=False)
+
+
 def _print(models: list[CachedModel], root: Path, *, every: bool) -> None:
     """The summary (the largest models, a line per model content) or every file of every model; the
     total, and how many models the summary left out, on stderr."""
@@ -97,7 +110,8 @@ def _print(models: list[CachedModel], root: Path, *, every: bool) -> None:
         out.print(_summary_table(models[:SHOWN]))
     files = sum(len(m.files) for m in models)
     size = _size(sum(m.bytes for m in models))
-    err.print(f"{_count(files, 'file')} of {_count(len(models), 'model')}, {size} in {root}", highlight=False)
+    named = sum(m.digest is not None for m in models)  # the "(none)" group is files of no model
+    err.print(f"{_count(files, 'file')} of {_count(named, 'model')}, {size} in {root}", highlight=False)
     if not every and len(models) > SHOWN:
         rest = models[SHOWN:]
         left = _size(sum(m.bytes for m in rest))
