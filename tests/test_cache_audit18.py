@@ -69,7 +69,7 @@ def test_a_folder_whose_writer_holds_its_lock_is_never_removed(cache: Path) -> N
 def test_a_fresh_staged_file_is_left_for_its_writer(cache: Path) -> None:
     """A staged .tmp file is written and renamed in one call (some outside any lock): only an old one goes."""
     (cache / "fast").mkdir(parents=True)
-    fresh = cache / "fast" / "digests.4242.tmp"
+    fresh = cache / "fast" / "folders.4242.tmp"
     fresh.write_text("{")
     assert run_main("cache", "--clear").code == 0
     assert fresh.is_file()
