@@ -5,7 +5,7 @@ packages are installed. Each must give every hidden state within `_GATE` (0.8 x 
 on eight calibration sentences and on two texts at the model's full length; the fastest of those (median
 of 3 alternating rounds over the calibration sentences alone, in pairs and in fours, a corpus-sized
 batch) wins. torch is timed no more once its first round is 1.5x the fastest's, so its speed, which the
-others' `vs_torch` is read against, is then that one round's.
+others' `vs_float32` is read against, is then that one round's.
 Measured once per model and machine and cached beside the `mode="fast"` figures (measured again when
 written by another bertscope version, or asked with `remeasure`). A measurement taken while something else
 held the CPU is kept all the same: every candidate is exact, so only speed is at stake, and measuring
@@ -27,6 +27,7 @@ from filelock import FileLock
 
 from ..core.cpu import cpu_threads, machine_key
 from ..core.loading import TORCH_INSTALL, TORCH_PIN
+from ..core.model_info import ExactChoice
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
 from . import modes
 from .digest import runtimes_key
@@ -256,12 +257,14 @@ def _exact_by_speed(measured: list[Measured], wanted: dict[str, dict[str, Any]])
 
 
 def _recorded(best: Measured, path: Path) -> dict[str, Any]:
-    return {
-        "chosen": best.mode,
-        "vs_torch": round(best.vs_float32, 3),
-        "max_abs": float(f"{best.max_abs:.3g}"),
-        "measured": str(path),
-    }
+    # `vs_float32`, as `info().fast`, ModeReport and `bench --json` name this ratio (`vs_torch` before,
+    # still read from the library's dict: ExactChoice)
+    return ExactChoice(
+        chosen=best.mode,
+        vs_float32=round(best.vs_float32, 3),
+        max_abs=float(f"{best.max_abs:.3g}"),
+        measured=str(path),
+    )
 
 
 def _backend(label: str) -> str | None:

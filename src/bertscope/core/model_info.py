@@ -6,12 +6,40 @@ tests/test_light.py holds the two equal.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from .renamed_fields import renamed_field
 
-__all__ = ["ModelInfo", "hidden_size", "model_info"]
+__all__ = ["ExactChoice", "ModelInfo", "hidden_size", "model_info"]
+
+# The exact default's older name of its speed against torch float32 (`vs_float32`, as `info().fast`,
+# `ModeReport` and `bench --json` name it), still read from `info().exact`
+_OLD_RATIO, _RATIO = "vs_torch", "vs_float32"
+
+
+class ExactChoice(dict[str, Any]):
+    """`info().exact`: what the exact default chose; its speed against torch float32 is `vs_float32`,
+    and `vs_torch`, its older name, still reads (`["vs_torch"]`, `.get`) with a DeprecationWarning."""
+
+    def __missing__(self, key: str) -> Any:
+        if key == _OLD_RATIO and _RATIO in self:
+            return _renamed_key(self[_RATIO])
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """`dict.get`, the older `vs_torch` read as `vs_float32` with a DeprecationWarning."""
+        if key == _OLD_RATIO and key not in self and _RATIO in self:
+            return _renamed_key(self[_RATIO])
+        return super().get(key, default)
+
+
+def _renamed_key(value: Any) -> Any:
+    # stacklevel 3: the line that read the key (through __missing__ or get)
+    said = f'info().exact["{_OLD_RATIO}"] is deprecated; use ["{_RATIO}"] (the same value)'
+    warnings.warn(said, DeprecationWarning, stacklevel=3)
+    return value
 
 
 @dataclass
