@@ -66,3 +66,23 @@ def test_a_load_and_info_json_say_vs_float32(
     assert chosen is not None and "vs_float32" in chosen and "vs_torch" not in chosen, chosen
     said = json_of("info", "-m", str(tiny_dirs["bert"]))["exact"]  # the recorded choice
     assert said == json.loads(json.dumps(chosen)) and "vs_torch" not in said, said
+
+
+# 3: the path, absolute --------------------------------------------------------------------------------------
+
+
+def test_info_says_the_absolute_path_of_a_folder_named_relative(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BERTSCOPE_MODEL=m/distilbert gave `path m/distilbert`, where the bundled model's path is absolute."""
+    folder = tiny_dirs["distilbert"]
+    monkeypatch.chdir(folder.parent)
+    monkeypatch.setenv("BERTSCOPE_MODEL", folder.name)
+    absolute = str(folder.resolve())
+    assert json_of("info")["path"] == absolute  # light: read from the folder
+    assert absolute in run_main("info").stdout
+    light = bertscope.load(folder.name, device="cpu")
+    loaded = bertscope.load(folder.name, device="cpu", backend="torch")  # the PyTorch module's info
+    assert isinstance(light, bertscope.Model) and isinstance(loaded, bertscope.Model)
+    assert light.light and not loaded.light, (light.light, loaded.light)
+    assert light.info().path == loaded.info().path == absolute

@@ -51,6 +51,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     Example: `bertscope info --model ./my-bert`
     """
     from ..backends.recorded import folder_info, unchosen_info
+    from ..core.model_info import resolved
     from ..core.prompts import read_prompts
     from ..core.st_settings import (
         auto_refused,
@@ -63,6 +64,8 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     view = FolderView.open(model)
     # a runtime no load has chosen here yet is said so: timing it would make the first `info` a full load
     light = (folder_info(view) or unchosen_info(view)) if view is not None else None
+    if light is not None:  # absolute, as the loaded model's info() says it
+        light = {**light, "path": resolved(light.get("path"))}
     fingerprint = light_fingerprint(model) if light is not None else None
     if view is not None and light is not None and fingerprint is not None:
         prompts = read_prompts(view.path)

@@ -6,13 +6,15 @@ tests/test_light.py holds the two equal.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .renamed_fields import renamed_field
 
-__all__ = ["ExactChoice", "ModelInfo", "hidden_size", "model_info"]
+__all__ = ["ExactChoice", "ModelInfo", "hidden_size", "model_info", "resolved"]
 
 # The exact default's older name of its speed against torch float32 (`vs_float32`, as `info().fast`,
 # `ModeReport` and `bench --json` name it), still read from `info().exact`
@@ -79,6 +81,12 @@ class ModelInfo:
         return dict(self.__dict__)
 
 
+def resolved(path: str | os.PathLike[str] | None) -> str | None:
+    """A model folder's path made absolute (None stays None): the same folder says the same path from
+    whatever folder it was named in (`-m m/bert`, BERTSCOPE_MODEL=m/bert), as the bundled model's does."""
+    return None if path is None else str(Path(path).resolve())
+
+
 def hidden_size(config: Any) -> int:
     """A transformers config's hidden size (DistilBERT's is `dim`)."""
     return int(config.hidden_size if hasattr(config, "hidden_size") else config.dim)
@@ -92,13 +100,15 @@ def model_info(encoder: Any) -> ModelInfo:
     if encoder.light:
         assert encoder.loaded.view is not None
         facts = {**(encoder.loaded.view.info() or {}), "source": encoder.loaded.source}
-        facts.update(max_tokens=encoder.max_tokens, device=encoder.device_type)
+        facts.update(
+            max_tokens=encoder.max_tokens, device=encoder.device_type, path=resolved(facts.get("path"))
+        )
         return ModelInfo(**{**facts, **runtime, "dtype": encoder.runtime_dtype or "float32"})
     tok = encoder.loaded.tokenizer
     config = encoder.config
     return ModelInfo(
         source=encoder.loaded.source,
-        path=str(encoder.loaded.path) if encoder.loaded.path else None,
+        path=resolved(encoder.loaded.path),
         family=encoder.family.name,
         model_type=config.model_type,
         n_layers=encoder.n_layers,
