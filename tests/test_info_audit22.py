@@ -68,6 +68,25 @@ def test_a_load_and_info_json_say_vs_float32(
     assert said == json.loads(json.dumps(chosen)) and "vs_torch" not in said, said
 
 
+# 2: a damaged config.json -----------------------------------------------------------------------------------
+
+
+def test_a_config_json_that_is_not_json_is_named_with_its_fix(
+    tiny_dirs: dict[str, Path], tmp_path: Path, cache: Path
+) -> None:
+    """It said "... is not a valid JSON file." and no fix, where a damaged config_sentence_transformers.json
+    says "fix it, or copy it again from the model's source"."""
+    folder = tmp_path / "bad"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    (folder / "config.json").write_text("{\n", encoding="utf-8")
+    fix = "fix it, or copy it again from the model's source"
+    with pytest.raises(ModelLoadError, match=r"its config\.json is not valid JSON \(") as refused:
+        bertscope.load(folder, device="cpu")
+    assert str(refused.value).endswith(fix), refused.value
+    ran = run_main("info", "-m", str(folder))
+    assert ran.code == 1 and _one_error_line(ran.stderr).endswith(fix), ran
+
+
 # 3: the path, absolute --------------------------------------------------------------------------------------
 
 

@@ -610,5 +610,25 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
             f"{source} is a folder but not a model: it has no config.json. A model folder holds "
             "config.json, model.safetensors (or pytorch_model.bin) and the tokenizer files"
         )
+    if (damaged := _unreadable_json(path / "config.json")) is not None:
+        # transformers says only that it is not valid JSON: where, and the fix, as for the folder's other
+        # settings files (st_settings)
+        return ModelLoadError(
+            f"{source} could not be loaded as a model: its config.json is not valid JSON ({damaged}); fix "
+            "it, or copy it again from the model's source"
+        )
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return ModelLoadError(f"{source} could not be loaded as a model: {first}")
+
+
+def _unreadable_json(file: Path) -> str | None:
+    """Why `file` is not JSON (where it breaks), or None where it reads."""
+    try:
+        json.loads(file.read_bytes())
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 at byte {exc.start}"
+    except ValueError as exc:
+        return str(exc)
+    except OSError:
+        return None  # unreadable is another matter: transformers' own reason says it
+    return None
