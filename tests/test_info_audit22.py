@@ -105,3 +105,19 @@ def test_info_says_the_absolute_path_of_a_folder_named_relative(
     assert isinstance(light, bertscope.Model) and isinstance(loaded, bertscope.Model)
     assert light.light and not loaded.light, (light.light, loaded.light)
     assert light.info().path == loaded.info().path == absolute
+
+
+# 4: the note of a PyTorch load ----------------------------------------------------------------------------
+
+
+def test_the_torch_load_note_says_an_export_leaves_the_vectors_to_the_graph(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a first export, `embed --backend onnxruntime` said "what was asked runs on the PyTorch module
+    here", which read as if ONNX Runtime had not run."""
+    with caplog.at_level(logging.INFO, logger="bertscope.core.loading"):
+        say_torch_loaded(2.6)
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "what was asked runs on the PyTorch module" not in said, said
+    assert said.startswith("loaded PyTorch and the model in 2.6 s: for a first export, made once"), said
+    assert "the exported graph then computes the vectors" in said, said

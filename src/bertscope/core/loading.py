@@ -164,8 +164,9 @@ def say_torch_loaded(took: float) -> None:
     logged at INFO under `bertscope.core.loading`, never printed (the command line shows it on stderr)."""
     if took >= _SAY_AFTER_S:
         _log.info(
-            "loaded PyTorch and the model in %.1f s: what was asked runs on the PyTorch module here "
-            "(a first export, or a feature the exported graph does not serve)",
+            "loaded PyTorch and the model in %.1f s: for a first export, made once (the exported graph "
+            "then computes the vectors), or for a feature the exported graph does not serve, which runs on "
+            "the PyTorch module",
             took,
         )
 
