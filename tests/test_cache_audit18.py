@@ -144,8 +144,9 @@ def test_bench_drift_json_has_no_seconds_where_it_timed_nothing(
     from bertscope.backends import modes
 
     def compare(texts: Any, names: list[str], **kwargs: Any) -> list[Any]:
-        # as compare_modes(time_it=False) gives them (ModeReport types them float)
-        untimed: dict[str, Any] = {"n_texts": 8, "seconds": 0.0, "texts_per_s": None, "vs_float32": None}
+        # as compare_modes(time_it=False) gives them: no seconds, NaN speeds (null in the JSON)
+        nan = float("nan")
+        untimed: dict[str, Any] = {"n_texts": 8, "seconds": None, "texts_per_s": nan, "vs_float32": nan}
         return [modes.ModeReport(n, **untimed, cos_min=0.99, cos_mean=0.999, max_abs=0.1) for n in names]
 
     monkeypatch.setattr(modes, "compare_modes", compare)
