@@ -110,3 +110,23 @@ def test_clear_says_it_left_a_recent_staged_file_and_why(cache: Path) -> None:
     ]
     assert staged.is_file()
     assert [m.digest for m in by_model(cached_files())] == [None]  # only the staged file is left
+
+
+def test_a_killed_processs_write_probe_is_cleared_when_old_and_said_when_fresh(cache: Path) -> None:
+    # onnx.writable_folder touches .write-test-<pid> and unlinks it: a process killed between leaves one
+    old = [cache / folder / ".write-test-4242" for folder in ("onnx", "openvino", "fast")]
+    for path in old:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+        os.utime(path, (0, 0))
+    fresh = cache / "fast" / ".write-test-99"
+    fresh.touch()
+    assert {f.path for f in cached_files()} == {*old, fresh}
+    cleared = run_main("cache", "--clear")
+    assert cleared.code == 0, cleared
+    assert cleared.stderr.splitlines() == [
+        "removed 3 cached files (0.0 kB)",
+        "left 1 unfinished file (0.0 kB) staged less than 10 minutes ago, that a running process may be "
+        "writing",
+    ]
+    assert not any(path.exists() for path in old) and fresh.is_file()
