@@ -53,6 +53,14 @@ class _Ray:
 
     def init(self, **kwargs: Any) -> None:
         self.inits.append(kwargs)
+        # as Ray's worker.py: a head node started here where no address is given, else one joined
+        self._private = _worker(head=kwargs.get("address") is None)
+
+
+def _worker(*, head: bool) -> SimpleNamespace:
+    """Ray's `_private` as ray.init leaves it: its node started here (head) or joined (connect-only)."""
+    node = SimpleNamespace(head=head, is_head=lambda: head)
+    return SimpleNamespace(worker=SimpleNamespace(_global_node=node))
 
 
 class _Words:
@@ -177,6 +185,29 @@ def test_start_ray_says_whether_it_started_the_local_ray() -> None:
     assert start_ray(_Ray(), "auto") is False  # a cluster joined
     running = SimpleNamespace(is_initialized=lambda: True)
     assert start_ray(running, None) is False  # the caller's own Ray, whatever holds its CPUs
+
+
+def test_start_ray_reads_from_ray_whether_it_joined_a_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """start_ray said the Ray was the job's own whenever no address was given, where ray.init had joined
+    the cluster RAY_ADDRESS names or the last `ray start` on the machine (whose no-CPU warning is true):
+    it now asks Ray whether this process started the node, and takes a set RAY_ADDRESS as a join."""
+    from bertscope.distributed.cluster import start_ray
+
+    class _Joins(_Ray):  # ray.init finding a `ray start` on this machine: a connect-only node
+        def init(self, **kwargs: Any) -> None:
+            super().init(**kwargs)
+            self._private = _worker(head=False)
+
+    class _Silent(_Ray):  # a Ray that keeps no node here (Ray Client): not known to be the job's own
+        def init(self, **kwargs: Any) -> None:
+            self.inits.append(kwargs)
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert start_ray(_Joins(), None) is False
+    assert start_ray(_Silent(), None) is False
+    assert start_ray(_Ray(), None) is True  # a head node started by this process
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.9:6379")
+    assert start_ray(_Ray(), None) is False  # ray.init joins the cluster RAY_ADDRESS names
 
 
 def _long(words: int) -> str:

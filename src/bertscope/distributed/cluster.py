@@ -33,6 +33,7 @@ IO_CPUS = 0.0
 _INSTALL = "the Ray engine needs Ray: pip install 'bertscope[ray]' (or pip install 'ray[data]')"
 # How long joining a cluster (--address) may wait for it to answer: Ray alone waits 20 tries of ~40 s.
 CONNECT_SECONDS = 10.0
+_RAY_ADDRESS = "RAY_ADDRESS"  # the cluster ray.init joins when given no address (Ray's ray_constants)
 _TRIES = "RAY_gcs_server_port_wait_time_s"  # read by ray.init when it joins a cluster: its tries, ~1 s apart
 _RAY_ADVICE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff .*\Z", re.DOTALL)
 # Ray's warnings that are false or idle for a bertscope job, held off the console when quiet. An actor
@@ -58,11 +59,15 @@ def import_ray() -> Any:
 def start_ray(ray: Any, address: str | None) -> bool:
     """Start a local Ray (`address` None) or join the cluster at `address`, unless Ray is running in this
     process already (the caller's own, left as it is); whether this call started a local Ray (the job
-    then holds every CPU of it). Ray's own log lines are held to errors (its INFO and Ray Data's progress
+    then holds every CPU of it), as Ray says once started, not a cluster it joined (RAY_ADDRESS, a
+    `ray start` on this machine). Ray's own log lines are held to errors (its INFO and Ray Data's progress
     lines would bury bertscope's one line); a cluster that is not there is InvalidInput within
     `CONNECT_SECONDS`, naming the address, instead of Ray's minutes of retries."""
     if ray.is_initialized():
         return False
+    # With no address ray.init joins the cluster RAY_ADDRESS names, or the last `ray start` on this
+    # machine: which it did is read from Ray after it (`_started_here`); a set RAY_ADDRESS is a join
+    joining = address in (None, "auto") and bool(os.environ.get(_RAY_ADDRESS))
     if address is not None:
         _refuse_unreachable(address)
     # Joining: one connection try, not Ray's 20 (each ~40 s), so an unreachable cluster costs little. A
@@ -78,7 +83,16 @@ def start_ray(ray: Any, address: str | None) -> bool:
     finally:
         if mine:
             os.environ.pop(_TRIES, None)
-    return address is None
+    return not joining and _started_here(ray)
+
+
+def _started_here(ray: Any) -> bool:
+    """Whether ray.init started the head node in this process rather than joined a running one; False
+    where Ray does not say (Ray Client keeps no node here): a joined cluster's warnings stay shown."""
+    # Ray's worker.py: ray.init makes `_global_node` a Node with head=True only where it starts one; one
+    # it joins is head=False, connect_only=True
+    node = getattr(getattr(getattr(ray, "_private", None), "worker", None), "_global_node", None)
+    return getattr(node, "head", False) is True
 
 
 @contextmanager
