@@ -57,17 +57,62 @@ def test_a_small_models_figures_are_read_back_so_replicas_choose_alike(
     assert second.info().fast == first.info().fast
 
 
-def test_figures_implausible_twice_are_not_written_and_float32_runs(
+def test_figures_implausible_twice_are_recorded_so_and_float32_runs(
     tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, cache: Path, capsys: pytest.CaptureFixture
 ) -> None:
     calls = _timed_at(monkeypatch, {"torch float32": 1.0, "onnxruntime float32": 5000.0})
     m = _load(tiny_dirs["bert"])
     assert len(calls) == 2 * 2 * 2  # both ways measured twice, each time timed and then drift only
-    assert not list((cache / "fast").glob("*.json"))  # nothing the next load would reject
+    (path,) = (cache / "fast").glob("*.json")
+    assert json.loads(path.read_text())["implausible"].startswith("onnxruntime float32 at 5e+03x")
+    assert [row.mode for row in fast.read_measured(path) or []] == ["torch float32"]
     chosen = m.info().fast
     assert chosen is not None and chosen["chosen"] == "torch float32"
     said = capsys.readouterr().err
-    assert "onnxruntime float32 at 5e+03x torch float32" in said and "nothing on this machine" not in said
+    assert "were implausible twice (onnxruntime float32 at 5e+03x torch float32" in said, said
+    assert "nothing on this machine" not in said
+    count = len(calls)
+    assert _load(tiny_dirs["bert"]).info().fast == chosen
+    assert len(calls) == count  # the record is read: float32 again, not measured again
+
+
+def test_replicas_after_figures_implausible_twice_choose_alike(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica loading after figures were implausible twice reads that record, never measures anew."""
+    speeds = {"torch float32": 1.0, "onnxruntime float32": 5000.0}
+    _timed_at(monkeypatch, speeds)
+    first = _load(tiny_dirs["bert"])
+    speeds.update({"torch float32": 100.0, "onnxruntime float32": 2670.0})  # plausible if measured now
+    assert _load(tiny_dirs["bert"]).info().fast["chosen"] == first.info().fast["chosen"] == "torch float32"
+
+
+def test_remeasure_implausible_twice_replaces_the_old_record(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """remeasure=True whose figures are implausible twice replaces the valid file: later loads run alike."""
+    speeds = {"torch float32": 100.0, "onnxruntime float32": 2670.0}
+    _timed_at(monkeypatch, speeds)
+    assert _load(tiny_dirs["bert"]).info().fast["chosen"] == "onnxruntime float32"
+    speeds.update({"torch float32": 1.0, "onnxruntime float32": 5000.0})
+    again = bertscope.load(tiny_dirs["bert"], device="cpu", mode="fast", calibration=TEXTS, remeasure=True)
+    assert again.info().fast["chosen"] == "torch float32"
+    assert _load(tiny_dirs["bert"]).info().fast["chosen"] == "torch float32"
+    speeds.update({"torch float32": 100.0, "onnxruntime float32": 2670.0})  # remeasure ends the record
+    renewed = bertscope.load(tiny_dirs["bert"], device="cpu", mode="fast", calibration=TEXTS, remeasure=True)
+    assert renewed.info().fast["chosen"] == "onnxruntime float32"
+    assert _load(tiny_dirs["bert"]).info().fast["chosen"] == "onnxruntime float32"
+
+
+def test_a_record_whose_implausible_flag_is_no_reason_is_damaged(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = tmp_path / "m.json"
+    fast.write_measured(path, [fast.Measured("torch float32", {}, 100.0, 1.0, 1.0, 1.0)], implausible="x")
+    assert fast.read_measured(path) is not None
+    path.write_text(json.dumps({**json.loads(path.read_text()), "implausible": 3}))
+    assert fast.read_measured(path) is None
+    assert "cannot be used (implausible is 3, not a reason)" in capsys.readouterr().err
 
 
 def test_the_line_measuring_again_says_which_test_failed(

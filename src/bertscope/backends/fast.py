@@ -189,14 +189,18 @@ def load_fast(
     path = _cache_path(base, texts, wanted)
     # Read before asking for a writable folder or its lock: a read-only cache that holds the figures is
     # enough; only a measurement to write needs the folder (load_fast_recorded reads alike).
-    measured = None if remeasure else read_measured(path, quiet=True)  # said below where measured again
-    if measured is None or set(wanted) - {m.mode for m in measured}:
-        measured = _measured_now(base, wanted, texts, build, calibration, path, remeasure=remeasure)
+    record = None if remeasure else _read_record(path, quiet=True)  # said below where measured again
+    if record is None or set(wanted) - {m.mode for m in record[0]}:
+        record = _measured_now(base, wanted, texts, build, calibration, path, remeasure=remeasure)
+    measured, implausible = record
+    if implausible is not None:  # recorded so that every load and replica runs float32 alike
+        say(f"fast mode: the figures in {path} were implausible twice ({implausible}); running torch "
+            "float32 (remeasure=True measures again)")  # fmt: skip
+        return _chosen(base, next(m for m in measured if m.mode == _FLOAT32), min_cosine, path)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
-        if not set(wanted) - {m.mode for m in measured}:  # else _measured_now said why float32 runs
-            say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
-                 "running float32")  # fmt: skip
+        say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
+             "running float32")  # fmt: skip
         model = base
     else:
         say(_choice_line(best))
@@ -213,30 +217,28 @@ def _measured_now(
     path: Path,
     *,
     remeasure: bool,
-) -> list[Measured]:
-    """The figures at `path` read under its lock where another process wrote them meanwhile, else measured
-    and written: only figures `read_measured` takes back are written (measured twice where the first are
-    implausible), so every later load and every replica reads and chooses the same; figures implausible
-    twice are not kept and torch float32 runs (said)."""
+) -> tuple[list[Measured], str | None]:
+    """The record at `path` (figures, and why they are implausible or None) read under its lock where
+    another process wrote it meanwhile, else measured and written, so every later load and every replica
+    reads and chooses the same: figures implausible at first are measured again, and where they are
+    implausible twice they are written flagged so (every reader then runs torch float32, until
+    `remeasure`), replacing any older record."""
     writable_folder(path.parent)
     # Replicas started at once (a server's workers) measure once and read the same figures, so they all
     # choose the same mode: two measurements could choose two modes, whose vectors differ.
     with FileLock(f"{path}.lock"):
-        measured = None if remeasure else read_measured(path)
-        if measured is not None and not set(wanted) - {m.mode for m in measured}:
-            return measured
+        record = None if remeasure else _read_record(path)
+        if record is not None and not set(wanted) - {m.mode for m in record[0]}:
+            return record
         say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
              f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
         measured = _measure_all(base, wanted, texts, build, calibration)
         if (why := implausibility(measured)) is not None:
             say(f"fast mode: the figures just measured are implausible ({why}); measuring again")
             measured = _measure_all(base, wanted, texts, build, calibration)
-        if (why := implausibility(measured)) is not None:
-            say(f"fast mode: the figures measured again are implausible ({why}); keeping none, running "
-                "torch float32")  # fmt: skip
-            return [m for m in measured if m.mode == _FLOAT32]
-        write_measured(path, measured)
-        return measured
+        why = implausibility(measured)
+        write_measured(path, measured, implausible=why)
+        return measured, why
 
 
 def load_fast_recorded(
@@ -414,7 +416,22 @@ def read_measured(
 ) -> list[Measured] | None:
     """The cached measurements, or None when missing, unreadable, damaged (a row not `Measured`'s fields
     and types), from another version or (with `check_plausible`) implausible (said on stderr, unless
-    `quiet`, as `chooser`'s: the choice the figures are read for, "exact default" for its own)."""
+    `quiet`, as `chooser`'s: the choice the figures are read for, "exact default" for its own); figures
+    recorded as implausible twice give their torch float32 row alone (with `check_plausible`): the way
+    mode="fast" runs on them."""
+    record = _read_record(path, check_plausible=check_plausible, quiet=quiet, chooser=chooser)
+    if record is None:
+        return None
+    measured, implausible = record
+    return measured if implausible is None else [m for m in measured if m.mode == _FLOAT32]
+
+
+def _read_record(
+    path: Path, *, check_plausible: bool = True, quiet: bool = False, chooser: str = "fast mode"
+) -> tuple[list[Measured], str | None] | None:
+    """`read_measured`'s figures, all of them, and why they were implausible twice where the file records
+    that (`write_measured`'s `implausible`; with `check_plausible`, else None): such figures are read, not
+    measured again, so that every load runs torch float32 on them until `remeasure`."""
     data: Any = None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -427,6 +444,8 @@ def read_measured(
         damage = "not JSON"
     if damage is None:
         damage = _rows_damage(data.get("measured") if isinstance(data, dict) else None)
+    if damage is None and not isinstance(data.get("implausible", ""), str):
+        damage = f"implausible is {data['implausible']!r}, not a reason"
     if damage is not None:
         if not quiet:
             say(f"{chooser}: the measurements in {path} cannot be used ({damage}); measuring again")
@@ -435,16 +454,19 @@ def read_measured(
     # What the file holds decides, never the reader's own files: every process sharing the cache must take
     # the same figures as valid, or one run from a newer copy of this version (a clone, an edited
     # __init__.py) measures again and rewrites them under the processes already running.
+    flagged = data.get("implausible") if check_plausible else None
     why = None
     if data.get("bertscope") != _version():
         why = f"stale: written by bertscope {data.get('bertscope')}, this is {_version()}"
-    elif check_plausible and (wrong := implausibility(measured)) is not None:
+    elif flagged is None and check_plausible and (wrong := implausibility(measured)) is not None:
         why = f"implausible: {wrong}"
+    elif flagged is not None and not any(m.mode == _FLOAT32 for m in measured):
+        why = f"implausible ({flagged}) with no {_FLOAT32} row to run"
     if why is not None:
         if not quiet:
             say(f"{chooser}: the measurements in {path} are {why}; measuring again")
         return None
-    return measured
+    return measured, flagged
 
 
 # A cosine read in float32 may pass 1 by a rounding: torch float32 against itself can record 1.0000001.
@@ -492,15 +514,18 @@ def _of_type(value: Any, annotation: str) -> bool:
     raise AssertionError(f"Measured has a field of type {annotation}: teach _of_type to read it")
 
 
-def write_measured(path: Path, measured: Sequence[Measured]) -> None:
-    """Keep the measurements (atomically), with the CPU, threads and bertscope version they hold for."""
+def write_measured(path: Path, measured: Sequence[Measured], *, implausible: str | None = None) -> None:
+    """Keep the measurements (atomically), with the CPU, threads and bertscope version they hold for, and
+    why they are `implausible` where they were so twice (read back as: run torch float32)."""
     writable_folder(path.parent)
-    about = {
+    about: dict[str, Any] = {
         "cpu": cpu_name(),
         "threads": cpu_threads(),
         "bertscope": _version(),
         "measured": [asdict(m) for m in measured],
     }
+    if implausible is not None:
+        about["implausible"] = implausible
     staged = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
