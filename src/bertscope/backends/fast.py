@@ -68,7 +68,6 @@ __all__ = [
     "forget_measurements",
     "load_fast",
     "load_fast_recorded",
-    "plausible",
     "newest_first",
     "read_measured",
     "runtime_embedder",
@@ -390,11 +389,6 @@ def _nncf_part(wanted: dict[str, Way]) -> str:
         return f"n{metadata.version('nncf')}"
     except metadata.PackageNotFoundError:
         return "n-"
-
-
-def plausible(measured: Sequence[Measured]) -> bool:
-    """Whether cached figures can be trusted (`implausibility` finds nothing wrong)."""
-    return implausibility(measured) is None
 
 
 def implausibility(measured: Sequence[Measured]) -> str | None:

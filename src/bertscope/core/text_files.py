@@ -8,7 +8,10 @@ from pathlib import Path
 
 from ..errors import InvalidInput
 
-__all__ = ["MISSING_VALUES", "STDIN", "STDIN_NAME", "is_column_name", "not_a_file", "read_utf8", "shown_path"]
+__all__ = [
+    "MISSING_VALUES", "STDIN", "STDIN_NAME", "closed_stdin", "is_column_name", "not_a_file", "read_utf8",
+    "shown_path",
+]  # fmt: skip
 
 STDIN = "-"  # the file name that reads standard input, as `embed -i -` does
 STDIN_NAME = "<stdin>"  # how a message names it
@@ -17,6 +20,15 @@ STDIN_NAME = "<stdin>"  # how a message names it
 def shown_path(path: object) -> str:
     """How a message names a file given as `path`: `<stdin>` for `-`."""
     return STDIN_NAME if str(path) == STDIN else str(path)
+
+
+def closed_stdin(what: str) -> str:
+    """Why `-` cannot be read where stdin is closed (`<&-`, a daemon: Python sets `sys.stdin` None), and the
+    fix; `what` is what the command reads ("the texts", "the lines")."""
+    return (
+        f"{STDIN_NAME} is closed: nothing can be read from it; pipe {what} in (or < FILE), or give the "
+        "file's path instead of -"
+    )
 
 
 # A score or label field that names a column starts with a letter ("score", "sim (0-10)"); a missing value

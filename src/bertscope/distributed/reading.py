@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import CorpusError, InvalidInput
 from ..io.job import nothing_to_embed
 from ..io.levels import missing_field
+from ..io.parts_sink import atomic_write_text
 from ..io.readers import Record, Rejects, read_corpus, source_name
 from .cluster import IO_CPUS, import_ray
 from .units import RECORD, SOURCE, WHERE, Unit, skip_done
@@ -231,9 +232,7 @@ def _reader(
         rejects = Rejects()
         yield from tables(rejects)
         if count is not None:  # read whole: a retried task writes the same count again
-            tmp = count.with_name(count.name + ".tmp")
-            tmp.write_text(json.dumps({"empty": rejects.empty}))
-            os.replace(tmp, count)
+            atomic_write_text(count, json.dumps({"empty": rejects.empty}))
 
     def tables(rejects: Rejects) -> Iterator[Any]:
         import pyarrow as pa

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.text_files import STDIN_NAME, not_a_file, shown_path
+from ..core.text_files import STDIN_NAME, closed_stdin, not_a_file, shown_path
 from ..core.texts_given import type_named
 from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError, InvalidSpec
@@ -233,10 +233,7 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
     """One Record per line of a text file or stdin; a missing file fails here, before any reading."""
     if name == "-":
         if sys.stdin is None:  # closed (`<&-`, a daemon): Python sets no stream, there is nothing to read
-            raise CorpusError(
-                f"{STDIN_NAME} is closed: nothing can be read from it; pipe the texts in (or < FILE), or "
-                "give the file's path instead of -"
-            )
+            raise CorpusError(closed_stdin("the texts"))
         raw = getattr(sys.stdin, "buffer", None)
         if raw is not None:
             # read as bytes and decoded a line at a time, as a file is: a bad byte is named as it is in a

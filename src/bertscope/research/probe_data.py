@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.renamed import renamed_keyword
-from ..core.text_files import STDIN
+from ..core.text_files import STDIN, closed_stdin, shown_path
 from ..errors import CorpusError, InvalidInput
 
 __all__ = [
@@ -66,11 +66,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         what = "it is a folder: give a file inside it" if path.is_dir() else "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
     if stdin and sys.stdin is None:  # started with stdin closed (`<&-`)
-        raise CorpusError(
-            "<stdin> is closed: nothing can be read from it; pipe the lines in (or < FILE), or give the "
-            "file's path instead of -"
-        )
-    shown = "<stdin>" if stdin else str(path)  # as the corpus readers name it
+        raise CorpusError(closed_stdin("the lines"))
+    shown = shown_path(path)  # as the corpus readers name it
     with nullcontext(sys.stdin.buffer) if stdin else path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
