@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BertscopeError
-from .onnx import EXPORT_FORMAT, cache_dir, known_folders
+from .onnx import EXPORT_FORMAT, WRITE_PROBE, cache_dir, known_folders
 from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
 
@@ -155,7 +155,7 @@ _SUFFIXES = (".onnx", ".json", ".xml", ".bin", ".lock", ".tmp")
 _RECORD = re.compile(r"folders\.json(\.lock)?|folders\.\d+\.tmp")
 # The probe onnx.writable_folder touches and unlinks in onnx/, openvino/ and fast/: one is left only by a
 # process killed between the two, so it is an unfinished file, removed by age as a staged .tmp is
-_PROBE = re.compile(r"\.write-test-\d+")
+_PROBE = re.compile(re.escape(WRITE_PROBE) + r"\d+")
 
 
 def _ours(name: str) -> bool:

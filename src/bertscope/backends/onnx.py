@@ -49,6 +49,7 @@ __all__ = [
     "EXPORT_FORMAT",
     "OUTLIER_FACTOR",
     "QUANTIZE",
+    "WRITE_PROBE",
     "OnnxRunner",
     "cache_dir",
     "cached_cut",
@@ -574,11 +575,15 @@ class ExportNotWritten(ModelLoadError):
     """The export could not be written (a full or failing disk): it says nothing of the model."""
 
 
+# The probe file `writable_folder` touches and unlinks (then its pid): `bertscope cache` knows it by this name
+WRITE_PROBE = ".write-test-"
+
+
 def writable_folder(folder: Path) -> None:
     """Create the cache folder `folder` and check it takes a file, or say in one line how to give one."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
+        probe = folder / f"{WRITE_PROBE}{os.getpid()}"
         probe.touch()
         probe.unlink()
     except OSError as exc:
