@@ -270,8 +270,9 @@ def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: Su
 
 
 def word_embeddings(tok: TokenEmbeddings, subword: SubwordPooling) -> WordEmbeddings:
-    """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart."""
-    groups, spans = text_words(tok)
+    """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart;
+    a word the truncation cut is left out (`whole_words`), as word rows leave it out."""
+    groups, spans = whole_words(tok)
     if tok.vectors.ndim == 3:  # stacked layers: (tokens, k, d) -> (words, k, d), pooled per layer
         layers = range(tok.vectors.shape[1])
         vectors = np.stack([pool_words(tok.vectors[:, i], groups, subword) for i in layers], axis=1)

@@ -31,11 +31,11 @@ import pyarrow.compute as pc
 from ..core._enums import Combine, Level, Pooling, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.engine import OnBatch
-from ..core.pooling import pool_words, text_words
+from ..core.pooling import pool_words, text_words, whole_words
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..core.texts_given import type_named
-from ..core.tokens import named_as
+from ..core.tokens import named_as, text_named
 from ..errors import InvalidInput
 from .readers import Record
 
@@ -373,7 +373,12 @@ class TokenLevel(_PieceLevel):
 
 
 class WordLevel(_PieceLevel):
-    """One row per word (the tokenizer's word ids), its pieces pooled by `subword`; specials left out."""
+    """One row per word (the tokenizer's word ids), its pieces pooled by `subword`; specials left out.
+
+    A word whose last pieces long="truncate" cut off ("bank" of bank ##note) is no word of the text and
+    gets no row (`core.pooling.whole_words`), as static --corpus and embed_words leave it out. Stores
+    record it (`whole_words: True`); one written before kept it, and verify remakes its rows so.
+    """
 
     name = Level.WORDS
     options = ("subword",)
@@ -392,21 +397,36 @@ class WordLevel(_PieceLevel):
         keep_text: bool,
         precision: Precision,
         subword: SubwordPooling,
+        whole_words: bool = True,
     ) -> None:
         super().__init__(model, spec, keep_text=keep_text, precision=precision)
         self.subword = subword
+        self.whole_words = whole_words
 
     def recorded(self) -> dict[str, Any]:
-        """The piece-level settings and how pieces pool into words."""
-        return {**super().recorded(), "subword": self.subword.value}
+        """The piece-level settings, how pieces pool into words, and that a cut word gets no row."""
+        rule = {"whole_words": True} if self.whole_words else {}  # an older store's settings lack it
+        return {**super().recorded(), "subword": self.subword.value, **rule}
+
+    def as_stored(self, settings: dict[str, Any]) -> None:
+        """Make rows by the rule of a store's `settings`: one written before `whole_words` was recorded
+        kept a word the truncation cut (verify remakes its rows as they were written)."""
+        self.whole_words = bool(settings.get("whole_words", False))
 
     def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
         """id, position, word, pieces, start, end, text, truncated, vectors."""
         texts = [r.text for r in records]
         words, pieces, starts, ends = [], [], [], []
         counts, dropped, blocks, n_pieces = [], [], [], 0
-        for tok, matrix in self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch):
-            groups, spans = text_words(tok)
+        tokens = self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch)
+        for index, (tok, matrix) in enumerate(tokens):
+            groups, spans = whole_words(tok) if self.whole_words else text_words(tok)
+            if not groups:  # every text has rows: its first one holds its text and counts it
+                raise InvalidInput(
+                    f"{text_named('text', index)}'s first word is longer than the model's "
+                    f"{self.model.engine.tokenizer.max_tokens}-token limit, so long='truncate' leaves no "
+                    "whole word of it: long='window' (--long window) reads it whole"
+                )
             counts.append(len(groups))
             dropped.append(tok.n_dropped)
             words += [tok.text[s:e] for s, e in spans]

@@ -54,6 +54,14 @@ _DEFAULTS = {"level": "sentence", "precision": "float32"}  # io.levels' defaults
 
 
 _EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
+# Rules a store records that no option sets: what the difference means, for a store made before them
+# (the same options cannot reproduce it; only a new output can).
+_RULES = {
+    "whole_words": (
+        " (a word the truncation cut gets no word row since a later bertscope; the older rows keep it,"
+        " so the rest cannot be made as they were: write to a new output)"
+    )
+}
 # Settings that stores carry since a later version: a store made before goes on without comparing them.
 _LATER = ("fingerprint", "keep_text")
 
@@ -93,5 +101,5 @@ def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
         # another level owns other options (pooling for sentences, subword for words): name the level,
         # not each option one level has and the other lacks, which nobody asked for
         keys = [k for k in keys if k in stored and k in asked]
-    said = [f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys[:4]]
+    said = [f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now{_RULES.get(k, '')}" for k in keys[:4]]
     return "; ".join(said + [f"{len(keys) - 4} more"] * (len(keys) > 4))

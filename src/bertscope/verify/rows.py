@@ -29,7 +29,7 @@ from ..errors import CorpusError, InvalidInput
 from ..io.checksums import column_values, covered_columns, rebuild_hint, vector_names
 from ..io.formats import Format
 from ..io.level_table import CorpusOptions, make_level
-from ..io.levels import LevelOptions
+from ..io.levels import LevelOptions, WordLevel
 from ..io.parquet_checked import CheckedParquet
 from ..io.readers import Record, Rejects
 from ..io.stores import Store
@@ -153,7 +153,10 @@ def _parquet_columns(path: Path) -> list[str]:
 def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:
     """The corpus level the store was written with, from its settings (an unpooled level: its own only)."""
     asked = LevelOptions.from_settings({**settings, "level": level})
-    return make_level(model, CorpusOptions(EmbedOptions.from_settings(settings), asked).for_level())
+    made = make_level(model, CorpusOptions(EmbedOptions.from_settings(settings), asked).for_level())
+    if isinstance(made, WordLevel):
+        made.as_stored(settings)
+    return made
 
 
 def refuse_repeated_rows(

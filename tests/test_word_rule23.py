@@ -1,0 +1,90 @@
+"""Word rows leave out a word the truncation cut (audit 21's known item, done in the stores): embed_words,
+word stores and their settings, verify of an older store made by the older rule, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+from bertscope.core import pooling
+from bertscope.errors import InvalidInput, TruncatedTextsWarning
+from bertscope.io import levels
+from bertscope.io.sink_settings import settings_diff
+from bertscope.verify.store import verify_store
+
+# 61 words and "token" fill the tiny model's 64 tokens with [CLS] and [SEP]: "##ization" is cut
+CUT = "word " * 61 + "tokenization here"
+
+
+def _store(tmp_path: Path, model: bertscope.Model, name: str) -> Path:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"the token is here\n{CUT}\n")
+    store = tmp_path / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedTextsWarning)
+        bertscope.embed_corpus(corpus, store, model=model, level="words", progress=False)
+    return store
+
+
+def test_embed_words_leaves_out_the_word_the_cut_split(tiny_models: dict[str, bertscope.Model]) -> None:
+    """ "token" of token ##ization is no word of the text: the last word is the whole "word" before it."""
+    with pytest.warns(TruncatedTextsWarning):
+        found = tiny_models["bert"].embed_words(CUT)[0]
+    assert found.words[-1] == "word" and len(found.words) == 61 and len(found.vectors) == 61
+
+
+def test_word_rows_leave_out_the_word_the_cut_split(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """The store's rows of the cut text end at its last whole word, its settings say so, verify passes."""
+    store = _store(tmp_path, tiny_models["bert"], "words.parquet")
+    table = pq.read_table(store)
+    words = [w for i, w in zip(table.column("id").to_pylist(), table.column("word").to_pylist()) if i == "2"]
+    assert words[-1] == "word" and "token" not in words and len(words) == 61
+    settings = json.loads(pq.read_schema(store).metadata[b"bertscope"])
+    assert settings["whole_words"] is True
+    assert verify_store(store, model=tiny_models["bert"], rows=200).ok
+
+
+def test_verify_remakes_an_older_store_by_its_own_rule(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before the rule (its settings lack whole_words; the cut "token" has a row) verifies:
+    its rows are remade as they were written, not by today's rule (a row fewer: a mismatch)."""
+    with monkeypatch.context() as older:
+        older.setattr(levels, "whole_words", pooling.text_words)
+        older.setattr(
+            levels.WordLevel,
+            "recorded",
+            lambda self: {**levels._PieceLevel.recorded(self), "subword": "mean"},
+        )
+        store = _store(tmp_path, tiny_models["bert"], "older.parquet")
+    assert "whole_words" not in json.loads(pq.read_schema(store).metadata[b"bertscope"])
+    assert pq.read_table(store).column("word").to_pylist()[-1] == "token"
+    report = verify_store(store, model=tiny_models["bert"], rows=200)
+    assert report.ok, report
+
+
+def test_a_text_with_no_whole_word_is_refused_by_its_line(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """A first word of more pieces than the limit leaves no word row to hold the text: refused, naming
+    the line and --long window; nothing is written."""
+    corpus = tmp_path / "long.txt"
+    corpus.write_text("hello there\nx" + "qz" * 45 + "\n")
+    with pytest.raises(InvalidInput, match=r"long\.txt:2: the text's first word is longer than the model's "
+                       r"64-token limit.*--long window"):  # fmt: skip
+        bertscope.embed_corpus(corpus, tmp_path / "w.parquet", model=tiny_models["bert"], level="words",
+                               progress=False)  # fmt: skip
+    assert not (tmp_path / "w.parquet").exists()
+
+
+def test_going_on_with_an_older_store_says_why_the_same_options_cannot() -> None:
+    said = settings_diff({"level": "words"}, {"level": "words", "whole_words": True})
+    assert said.startswith("whole_words: None then, True now (a word the truncation cut gets no word row")
+    assert "write to a new output" in said
