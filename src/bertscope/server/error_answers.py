@@ -32,6 +32,7 @@ string (context_length_exceeded, invalid_api_key, rate_limit_exceeded) or null, 
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -130,7 +131,8 @@ def add_error_handlers(app: FastAPI) -> None:
             return error_response(route_path(request.scope), 415, wrong_type)
         model = body_model(request)
         found = list(exc.errors())
-        message, errors, count = readable(other_names(found, model), exc.body, model)
+        said = other_names(found, model, taken_by=_bodies_elsewhere(request))
+        message, errors, count = readable(said, exc.body, model)
         # Bytes that are not JSON are a syntax error, 400 on every route, as TEI's and OpenAI's answer it
         # and as bertscope's own answer JSON nested too deeply or a number of too many digits (FastAPI's
         # own 422 said otherwise); JSON of the wrong shape, or no body at all, is a 422.
@@ -226,21 +228,57 @@ _OTHER_NAMES: dict[str, tuple[str, str | None]] = {
 }
 
 
-def other_names(errors: list[Any], model: type[BaseModel] | None) -> list[Any]:
-    """pydantic's errors, an unknown field that another API names (`normalize_embeddings`) said with the
-    field this route's body has instead ("bertscope calls it normalize"), on bertscope's own bodies only
-    (`Strict.names_elsewhere`: TEI's keep TEI's plain refusal)."""
+def other_names(
+    errors: list[Any], model: type[BaseModel] | None, *, taken_by: dict[str, list[str]] | None = None
+) -> list[Any]:
+    """pydantic's errors, an unknown field said by what it is, on bertscope's own bodies only
+    (`Strict.names_elsewhere`: TEI's keep TEI's plain refusal): a name another API uses
+    (`normalize_embeddings`) with the field this route's body has instead ("bertscope calls it
+    normalize"); a field of other routes (`taken_by`: name -> "POST /embed", ...) with the routes that
+    take it ("pooling" on /embed_tokens); a near miss ("layer" -> "layers") with the field meant."""
     if model is None or not getattr(model, "names_elsewhere", False):
         return errors
     said = []
     for err in errors:
         loc = [p for p in err.get("loc", ()) if p != "body"]
-        known = _OTHER_NAMES.get(loc[0]) if err.get("type") == "extra_forbidden" and len(loc) == 1 else None
+        if err.get("type") != "extra_forbidden" or len(loc) != 1 or not isinstance(loc[0], str):
+            said.append(err)
+            continue
+        known = _OTHER_NAMES.get(loc[0])
         if known is not None and known[0] in model.model_fields:
-            hint = known[1] or as_fields(named_elsewhere(loc[0]) or "", model)
+            err = {**err, "msg": known[1] or as_fields(named_elsewhere(loc[0]) or "", model)}
+        elif hint := _unknown_field(loc[0], model, (taken_by or {}).get(loc[0], [])):
             err = {**err, "msg": hint}
         said.append(err)
     return said
+
+
+def _unknown_field(name: str, model: type[BaseModel], routes: list[str]) -> str:
+    """What a field this body lacks is: another route's ("POST /embed takes it"), or a near miss of
+    one it has ("did you mean"); '' where neither (pydantic's own line stays)."""
+    if routes:
+        others = f" and {len(routes) - 1} more take" if len(routes) > 1 else " takes"
+        return f"not a field of this route ({routes[0]}{others} it): drop it here"
+    fields = [info.alias or field for field, info in model.model_fields.items()]
+    near = difflib.get_close_matches(name, fields, n=1, cutoff=0.75)
+    return f'not a field of this route: did you mean "{near[0]}"?' if near else ""
+
+
+def _bodies_elsewhere(request: Request) -> dict[str, list[str]]:
+    """Each field of bertscope's own bodies (`names_elsewhere`), with the routes that take it
+    ("POST /v2/embed")."""
+    routes: dict[str, list[str]] = {}
+    for route in getattr(request.app, "routes", ()):
+        field = getattr(route, "body_field", None)
+        body = getattr(getattr(field, "field_info", None), "annotation", None)
+        if not (
+            isinstance(body, type) and issubclass(body, BaseModel) and getattr(body, "names_elsewhere", False)
+        ):
+            continue
+        methods = ", ".join(sorted(m for m in getattr(route, "methods", ()) if m != "HEAD"))
+        for name, info in body.model_fields.items():
+            routes.setdefault(info.alias or name, []).append(f"{methods} {route.path}")
+    return routes
 
 
 # The library's words for a text over the model's limit; each route adds the field that cuts it.
