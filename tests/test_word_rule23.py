@@ -14,11 +14,20 @@ import bertscope
 from bertscope.core import pooling
 from bertscope.errors import InvalidInput, TruncatedTextsWarning
 from bertscope.io import levels
+from bertscope.io.occurrences import occurrence_vectors, search_occurrences
 from bertscope.io.sink_settings import settings_diff
 from bertscope.verify.store import verify_store
 
 # 61 words and "token" fill the tiny model's 64 tokens with [CLS] and [SEP]: "##ization" is cut
 CUT = "word " * 61 + "tokenization here"
+
+
+def _as_older(patch: pytest.MonkeyPatch) -> None:
+    """Word rows made as before the rule: the cut word kept, and no whole_words in the settings."""
+    patch.setattr(levels, "whole_words", pooling.text_words)
+    patch.setattr(
+        levels.WordLevel, "recorded", lambda self: {**levels._PieceLevel.recorded(self), "subword": "mean"}
+    )
 
 
 def _store(tmp_path: Path, model: bertscope.Model, name: str) -> Path:
@@ -44,7 +53,11 @@ def test_word_rows_leave_out_the_word_the_cut_split(
     """The store's rows of the cut text end at its last whole word, its settings say so, verify passes."""
     store = _store(tmp_path, tiny_models["bert"], "words.parquet")
     table = pq.read_table(store)
-    words = [w for i, w in zip(table.column("id").to_pylist(), table.column("word").to_pylist()) if i == "2"]
+    words = [
+        w
+        for i, w in zip(table.column("id").to_pylist(), table.column("word").to_pylist(), strict=True)
+        if i == "2"
+    ]
     assert words[-1] == "word" and "token" not in words and len(words) == 61
     settings = json.loads(pq.read_schema(store).metadata[b"bertscope"])
     assert settings["whole_words"] is True
@@ -57,12 +70,7 @@ def test_verify_remakes_an_older_store_by_its_own_rule(
     """A store written before the rule (its settings lack whole_words; the cut "token" has a row) verifies:
     its rows are remade as they were written, not by today's rule (a row fewer: a mismatch)."""
     with monkeypatch.context() as older:
-        older.setattr(levels, "whole_words", pooling.text_words)
-        older.setattr(
-            levels.WordLevel,
-            "recorded",
-            lambda self: {**levels._PieceLevel.recorded(self), "subword": "mean"},
-        )
+        _as_older(older)
         store = _store(tmp_path, tiny_models["bert"], "older.parquet")
     assert "whole_words" not in json.loads(pq.read_schema(store).metadata[b"bertscope"])
     assert pq.read_table(store).column("word").to_pylist()[-1] == "token"
@@ -88,3 +96,28 @@ def test_going_on_with_an_older_store_says_why_the_same_options_cannot() -> None
     said = settings_diff({"level": "words"}, {"level": "words", "whole_words": True})
     assert said.startswith("whole_words: None then, True now (a word the truncation cut gets no word row")
     assert "write to a new output" in said
+
+
+@pytest.mark.parametrize("level", ["tokens", "older words"])
+def test_occurrences_leave_out_the_start_of_a_cut_word(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model], monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    """Token rows keep every piece, and an older word store kept the cut word: the "token" of the cut
+    "tokenization" is no occurrence of "token" (the store's tokenizer says the cut split it), listed or
+    searched; the whole "token" of the first text is."""
+    model = tiny_models["bert"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"the token is here\n{CUT}\n")
+    store = tmp_path / "store.parquet"
+    with monkeypatch.context() as older, warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedTextsWarning)
+        if level == "older words":
+            _as_older(older)
+        level_name = "tokens" if level == "tokens" else "words"
+        bertscope.embed_corpus(corpus, store, model=model, level=level_name, progress=False)
+    listed = search_occurrences(store, word="token")
+    searched = search_occurrences(store, word="token", context="my token was good", model=model)
+    assert [h.id for h in listed.hits] == ["1"] and listed.n_occurrences == 1
+    assert [h.id for h in searched.hits] == ["1"] and searched.n_occurrences == 1
+    hits, vectors = occurrence_vectors(store, word="token")
+    assert [h.id for h in hits] == ["1"] and len(vectors) == 1

@@ -160,8 +160,9 @@ def search_occurrences(
     # index's memory-mapped copies); the store's vector columns, most of its bytes, are not scanned.
     copies = None if query is None or exact else index_copies(opened)
     offset = 0
+    cut = _CutWords(opened, m)
     for chunk in _chunks(opened, with_vectors=query is not None and copies is None):
-        matches = _matches(chunk, target, opened.settings["level"], seen, copies=copies, offset=offset)
+        matches = _matches(chunk, target, opened.settings["level"], seen, cut, copies=copies, offset=offset)
         offset += chunk.num_rows
         for occurrence, vector in matches:
             found.n_occurrences += 1
@@ -189,8 +190,9 @@ def occurrence_vectors(
     hits: list[Occurrence] = []
     vectors: list[np.ndarray] = []
     seen: Counter[str] = Counter()
+    cut = _CutWords(opened, None)
     for chunk in _chunks(opened, with_vectors=True, only=_layer_column(opened, layer)):
-        for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
+        for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen, cut):
             hits.append(occurrence)
             vectors.append(vector)
             if len(hits) >= limit:
@@ -293,16 +295,42 @@ def _chunks(store: Store, *, with_vectors: bool, only: str | None = None) -> Ite
         yield carry
 
 
+class _CutWords:
+    """Whether a stored text's last word is one the truncation cut ("bank" of bank ##note), which is no
+    use of the word: asked of the token rows (which keep every piece) and of the word rows of a store
+    written before word rows left such a word out (`whole_words` not in its settings), only for a cut
+    text (`truncated`) that keeps its text and whose last word is the one searched for. The store's
+    tokenizer tells (`Tokens.last_word_cut`), from `model` or the store's own model, loaded once."""
+
+    def __init__(self, store: Store, model: Any) -> None:
+        self.store = store
+        self.model = model
+        self.asked = bool(store.settings.get("long", "truncate") == "truncate") and not (
+            store.settings.get("level") == "words" and store.settings.get("whole_words")
+        )
+
+    def __call__(self, text: str) -> bool:
+        """Whether the truncation cut `text`'s last kept word, as the store's rows were made."""
+        from ..core._enums import LongText
+
+        if self.model is None:
+            self.model = model_for(self.store.settings, None, store_limit=True)
+        prompt = self.store.settings.get("prompt") or ""  # an older store's default prompt, as recorded
+        return self.model.engine.tokenizer.encode_fitted([prompt + text], LongText.TRUNCATE)[0].last_word_cut
+
+
 def _matches(
     chunk: pa.Table,
     target: str,
     level: str,
     seen: Counter[str],
+    cut: _CutWords | None = None,
     *,
     copies: list[CheckedCopy] | None = None,
     offset: int = 0,
 ) -> Iterator[tuple[Occurrence, np.ndarray]]:
-    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts.
+    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts; a text's last
+    word that the truncation cut (`cut`) is none.
 
     The vector is the mean of the occurrence's rows of the chunk's vector columns, or with `copies`
     (the store's vector columns, whole) of their rows `offset` + the chunk's row numbers.
@@ -318,8 +346,9 @@ def _matches(
     text_of: str | None = None
     first = np.flatnonzero(positions == 0)
     owner = np.searchsorted(first, np.arange(len(ids)), side="right") - 1
+    truncated = chunk.column("truncated").to_numpy(zero_copy_only=False) if cut and cut.asked else None
     number, text_row = 0, -1
-    for rows, spelled in groups:
+    for index, (rows, spelled) in enumerate(groups):
         row = rows[0]
         if first[owner[row]] != text_row:  # a new text: its words are numbered from 0
             text_row, number = int(first[owner[row]]), 0
@@ -337,6 +366,11 @@ def _matches(
         word_number = int(positions[row]) if level == "words" else number
         number += 1
         key = written.casefold()
+        last = index + 1 == len(groups) or owner[groups[index + 1][0][0]] != owner[row]
+        if key == target and last and truncated is not None and truncated[text_row] > 0 and text_of:
+            assert cut is not None
+            if cut(text_of):
+                continue  # the start of a longer word the truncation cut, not a use of this one
         seen[key] += 1
         if key != target:
             continue
