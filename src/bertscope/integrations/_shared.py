@@ -1,11 +1,16 @@
 """What the framework integrations share: the model, a resolved recipe per role, vectors as lists.
 
 The model is a name or folder, or anything `bertscope.load` returns (a `Model`, or a `StaticModel` for a
-model2vec folder). A text over the model's limit is truncated, as sentence-transformers (which the
-frameworks' own classes wrap) truncates at max_seq_length, with a `TruncatedTextsWarning` saying how
-many were; `long="window"` keeps every token, `long="error"` refuses. The warning is said once per call
-of the framework's method (however many batches it cuts the texts into, in threads or tasks), at the
-caller's line: the first frame outside bertscope, the framework and the machinery it runs through.
+model2vec folder). Each class keeps the keywords that make it again (`given_keywords`): a pickle carries
+them and loads the model again where it is read (one made from a loaded model is refused there in one
+line), a deep copy shares the loaded model (its weights are only read: a second copy would double the
+memory), and its repr shows them.
+
+A text over the model's limit is truncated, as sentence-transformers (which the frameworks' own classes
+wrap) truncates at max_seq_length, with a `TruncatedTextsWarning` saying how many were; `long="window"`
+keeps every token, `long="error"` refuses. The warning is said once per call of the framework's method
+(however many batches it cuts the texts into, in threads or tasks), at the caller's line: the first frame
+outside bertscope, the framework and the machinery it runs through.
 """
 
 from __future__ import annotations
@@ -20,14 +25,27 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
+from ..core.texts_given import is_pair, type_named
 from ..core.tokens import cut_warning
 from ..encode import texts_as_list
 from ..errors import InvalidInput, InvalidSpec, caller_level
 from ..model import Model, load
 from ..static_model import StaticModel
 
-__all__ = ["Loaded", "cut_said_once", "listed", "load_options", "model_and_recipes", "vectors"]
+__all__ = [
+    "Loaded",
+    "cut_said_once",
+    "given_keywords",
+    "listed",
+    "load_options",
+    "model_and_recipes",
+    "one_text",
+    "recipe_repr",
+    "unpicklable",
+    "vectors",
+]
 
 # What `bertscope.load` returns: a transformer, or the rows of a model2vec folder.
 Loaded: TypeAlias = Model | StaticModel
@@ -117,6 +135,71 @@ def _recipe(loaded: Loaded, options: RecipeKeywords, role: str, name: str | None
         if said == str(error):
             raise
         raise InvalidSpec(said) from None
+
+
+def given_keywords(
+    model: str | os.PathLike[str] | Loaded | None,
+    loaded: Loaded,
+    load_kwargs: dict[str, Any],
+    prompts: dict[str, tuple[str | None, str | None]],
+    options: RecipeKeywords,
+) -> dict[str, Any]:
+    """The keywords that make a framework class again: the model as a name or folder (a loaded one as its
+    folder), the load options, each role's prompt given (`prompts`: role -> (prompt_name, prompt), as
+    `model_and_recipes` takes them) and the recipe's options, a saved post-processing's path as a string."""
+    source = str(loaded.info().path) if isinstance(model, Loaded) else model
+    recipe: dict[str, Any] = dict(options)
+    if isinstance(recipe.get("post"), os.PathLike):
+        recipe["post"] = str(recipe["post"])
+    return {
+        "model": None if source is None else str(source),
+        **load_kwargs,
+        **{
+            f"{role}_{kind}": value
+            for role, pair in prompts.items()
+            for kind, value in zip(("prompt_name", "prompt"), pair, strict=True)
+            if value is not None
+        },
+        **recipe,
+    }
+
+
+def unpicklable(cls_name: str, why: str) -> InvalidSpec:
+    """The refusal to pickle a class made from a loaded model, whose load options are unknown, so no
+    process can load it again; `why` says where a pickle goes and that the model loads there."""
+    return InvalidSpec(
+        f"a {cls_name} made from a loaded model does not pickle ({why}): give its name or folder and load "
+        f"options instead, {cls_name}(name, backend=...)"
+    )
+
+
+def recipe_repr(cls_name: str, loaded: Loaded, given: dict[str, Any], *, reloads: bool, **shown: Any) -> str:
+    """`Cls('name', option=value, ...)`: the model as given (a loaded one, or the default, as its repr)
+    and the keywords given, a fitted post-processing by its kind and widths (never its arrays)."""
+    model = given["model"] if reloads and given["model"] is not None else loaded
+    parts = [repr(model)]
+    for key, value in {**given, **shown}.items():
+        if key == "model":
+            continue
+        if isinstance(value, PostProcessor):
+            parts.append(f"{key}=<fitted {value.kind.value} {value.dim_in} -> {value.dim_out}>")
+        else:
+            parts.append(f"{key}={value!r}")
+    return f"{cls_name}({', '.join(parts)})"
+
+
+def one_text(text: object, method: str, instead: str, *, pairs: bool, why: str = "") -> Any:
+    """The one text of a single-text method (or (A, B) pair, with `pairs`); anything else refused in one
+    line naming `method` and, for a list, `instead` (what takes a list); `why` says why a pair is not
+    taken where it is not."""
+    if isinstance(text, str) or (pairs and isinstance(text, tuple) and is_pair(text)):
+        return text
+    one = "one string or an (A, B) pair" if pairs else "one string"
+    if isinstance(text, tuple) and is_pair(text):
+        raise InvalidInput(f"{method} takes one string, not an (A, B) pair: {why}")
+    if isinstance(text, list | tuple):
+        raise InvalidInput(f"{method} takes {one}, not a {type(text).__name__}: {instead}")
+    raise InvalidInput(f"{method} takes {one}, not {type_named(text)}")
 
 
 def listed(texts: Sequence[str], method: str, one: str) -> list[str]:

@@ -5,18 +5,36 @@ emb = BertscopeEmbeddings(layers="-2", pooling="mean", query_prompt="query: ")
 emb.embed_documents(["a cat", "a dog"])    # == bertscope.load().embed([...], layers="-2", ...)
 emb.embed_query("pets")                     # with "query: " before it
 
-For a model that ships prompts, query_prompt_name="query" picks its own.
+For a model that ships prompts, query_prompt_name="query" picks its own. Texts may be (A, B) pairs, as
+langchain-huggingface's classes take them.
+
+It pickles as the keywords that make it again, the process reading it loading the model again (one made
+from a loaded model is refused in one line); copy.deepcopy shares the loaded model, whose weights are
+only read; its repr shows the model and the keywords given.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
+from typing import Any
 
 from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
-from ._shared import Loaded, cut_said_once, listed, load_options, model_and_recipes, vectors
+from ._shared import (
+    Loaded,
+    cut_said_once,
+    given_keywords,
+    listed,
+    load_options,
+    model_and_recipes,
+    one_text,
+    recipe_repr,
+    unpicklable,
+    vectors,
+)
 
 try:
     from langchain_core.embeddings import Embeddings
@@ -60,14 +78,47 @@ class BertscopeEmbeddings(Embeddings):
             "document": (document_prompt_name, document_prompt),
         }
         self.model, self._recipes = model_and_recipes(model, load_kwargs, prompts, options)
+        self._given = given_keywords(model, self.model, load_kwargs, prompts, options)
+        # A model the caller loaded has load options no other process can know: it does not pickle.
+        self._reloads = not isinstance(model, Loaded)
+
+    def __repr__(self) -> str:
+        """The model and the keywords given, as the call that makes it again."""
+        return recipe_repr(type(self).__name__, self.model, self._given, reloads=self._reloads)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The keywords that make it again, not the model (which does not pickle): the reader loads it."""
+        if not self._reloads:
+            raise unpicklable(type(self).__name__, "a process reading it must load the model itself")
+        return {"given": self._given}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Made again from its keywords: the model loads here, as it loaded where it was pickled."""
+        self.__init__(**state["given"])  # type: ignore[misc]
+
+    def __copy__(self) -> BertscopeEmbeddings:
+        """The same model and recipes (without this, copy.copy would pickle it: a second load)."""
+        made = type(self).__new__(type(self))
+        made.__dict__.update(self.__dict__)
+        return made
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> BertscopeEmbeddings:
+        """Its recipes copied and the loaded model shared: its weights are only read, and a second copy
+        would double the memory (pickle it for one loaded again)."""
+        made = type(self).__new__(type(self))
+        memo[id(self)] = made
+        memo[id(self.model)] = self.model
+        made.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return made
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, with the documents' prompt (one string is refused: pass [text])."""
         return vectors(self.model, self._recipes["document"], listed(texts, "embed_documents", "embed_query"))
 
     def embed_query(self, text: str) -> list[float]:
-        """The query's vector, with the query prompt."""
-        return vectors(self.model, self._recipes["query"], [text])[0]
+        """The query's vector, with the query prompt (a list is refused: embed_documents takes one)."""
+        one = one_text(text, "embed_query", "embed_documents takes a list", pairs=True)
+        return vectors(self.model, self._recipes["query"], [one])[0]
 
     # The forward runs in a thread, so an async caller's event loop keeps serving while it runs; a cut is
     # said when it returns, at the caller's line (a thread's stack holds none).

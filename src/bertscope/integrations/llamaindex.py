@@ -10,8 +10,13 @@ For a model that ships prompts, query_prompt_name="query" picks its own.
 It takes BaseEmbedding's own fields (model_name, num_workers, embeddings_cache, ...), and its `to_dict`
 holds the keywords that make it again (the model, how it loads, the prompts and options), so
 `from_dict(to_dict())` gives the same vectors and an IngestionPipeline's cache tells two recipes apart.
-It pickles as those keywords (IngestionPipeline(...).run(num_workers=2) sends it to other processes),
-each process loading the model again; one made from a loaded model is refused there in one line.
+A post-processing is given as the path of a saved one (post="white.safetensors"): a fitted one has no
+JSON form, so it is refused in one line. It pickles as those keywords (IngestionPipeline(...).run(
+num_workers=2) sends it to other processes), each process loading the model again; one made from a
+loaded model is refused there in one line. copy.deepcopy and model_copy(deep=True) share the loaded
+model, whose weights are only read. Its texts are strings, as LlamaIndex's interface takes them: an
+(A, B) pair is refused before the model runs (Model.embed takes pairs). Its repr shows the model and the
+keywords given.
 """
 
 from __future__ import annotations
@@ -27,9 +32,22 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..core.folder import DEFAULT_MODEL
+from ..core.post import PostProcessor
 from ..core.spec import RecipeKeywords
+from ..core.texts_given import is_pair
 from ..errors import InvalidInput, InvalidSpec
-from ._shared import Loaded, cut_said_once, listed, load_options, model_and_recipes, vectors
+from ._shared import (
+    Loaded,
+    cut_said_once,
+    given_keywords,
+    listed,
+    load_options,
+    model_and_recipes,
+    one_text,
+    recipe_repr,
+    unpicklable,
+    vectors,
+)
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -46,6 +64,10 @@ __all__ = ["BertscopeEmbedding"]
 _TEXTS: ContextVar[list[str] | None] = ContextVar("bertscope_llamaindex_texts", default=None)
 # BaseEmbedding's fields a pickle carries (the callback manager and rate limiter stay in this process).
 _FIELDS = ("model_name", "embed_batch_size", "num_workers", "embeddings_cache")
+# Why a pair is refused, and what takes one.
+_PAIRS = (
+    "LlamaIndex's embeddings take strings; embed (A, B) pairs with the model itself, .model.embed([(a, b)])"
+)
 
 
 class BertscopeEmbedding(BaseEmbedding):
@@ -93,6 +115,7 @@ class BertscopeEmbedding(BaseEmbedding):
         prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
         own = ("callback_manager", *_FIELDS)  # _FIELDS names embed_batch_size
         _check_batch_size(embed_batch_size)
+        _check_post(options.get("post"))
         if model is None and model_name is not None and model_name != DEFAULT_MODEL:
             model = model_name  # the model to load, as LlamaIndex's own classes read model_name
         loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options, own=own)
@@ -106,19 +129,7 @@ class BertscopeEmbedding(BaseEmbedding):
         self._model = loaded
         self._recipes = recipes
         self._reloads = not isinstance(model, Loaded)
-        named = {
-            "query_prompt_name": query_prompt_name,
-            "query_prompt": query_prompt,
-            "text_prompt_name": text_prompt_name,
-            "text_prompt": text_prompt,
-        }
-        source = (str(model) if model is not None else None) if self._reloads else str(loaded.info().path)
-        self._given = {
-            "model": source,
-            **load_kwargs,
-            **{key: value for key, value in named.items() if value is not None},
-            **options,
-        }
+        self._given = given_keywords(model, loaded, load_kwargs, prompts, options)
 
     @classmethod
     def class_name(cls) -> str:
@@ -136,13 +147,27 @@ class BertscopeEmbedding(BaseEmbedding):
         defaults)."""
         return {**super().to_dict(**kwargs), **self._given}
 
+    def __repr__(self) -> str:
+        """The model and the keywords given (BaseEmbedding's fields where not their defaults)."""
+        fields = {key: getattr(self, key) for key in _FIELDS}
+        defaults = {"model_name": self._model.info().source, "embed_batch_size": 64}
+        shown = {key: value for key, value in fields.items() if value != defaults.get(key)}
+        return recipe_repr(type(self).__name__, self._model, self._given, reloads=self._reloads, **shown)
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> BertscopeEmbedding:
+        """Its fields and recipes copied and the loaded model shared: its weights are only read, and a
+        second copy would double the memory (pickle it for one loaded again)."""
+        memo = {} if memo is None else memo
+        memo[id(self._model)] = self._model
+        return super().__deepcopy__(memo)
+
     def __getstate__(self) -> dict[str, Any]:
         """The keywords that make it again, not the model (which does not pickle): each process loads it."""
         if not self._reloads:
-            raise InvalidSpec(
-                "a BertscopeEmbedding made from a loaded model does not pickle (IngestionPipeline's "
-                "num_workers sends it to other processes, which must load the model themselves): give "
-                "its name or folder and load options instead, BertscopeEmbedding(name, backend=...)"
+            raise unpicklable(
+                "BertscopeEmbedding",
+                "IngestionPipeline's num_workers sends it to other processes, which must load the model "
+                "themselves",
             )
         return {"given": self._given, "fields": {key: getattr(self, key) for key in _FIELDS}}
 
@@ -154,7 +179,7 @@ class BertscopeEmbedding(BaseEmbedding):
     # said once per call, at the caller's line.
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> Any:
         """A vector per text, `embed_batch_size` texts a call (one string is refused: pass [text])."""
-        checked = listed(texts, "get_text_embedding_batch", "get_text_embedding")
+        checked = _strings(listed(texts, "get_text_embedding_batch", "get_text_embedding"))
         with cut_said_once(self._model), _whole(checked):
             return super().get_text_embedding_batch(checked, show_progress, **kwargs)
 
@@ -162,29 +187,41 @@ class BertscopeEmbedding(BaseEmbedding):
         self, texts: list[str], show_progress: bool = False, **kwargs: Any
     ) -> Any:
         """`get_text_embedding_batch` without blocking the event loop."""
-        checked = listed(texts, "aget_text_embedding_batch", "aget_text_embedding")
+        checked = _strings(listed(texts, "aget_text_embedding_batch", "aget_text_embedding"))
         with cut_said_once(self._model), _whole(checked):
             return await super().aget_text_embedding_batch(checked, show_progress, **kwargs)
 
+    # The one text is checked before LlamaIndex's own method runs: its cache would take a list as a key,
+    # and its end event refuses a pair only after the model ran.
+    def get_query_embedding(self, query: str) -> Any:
+        """The query's vector, with the query prompt (a list is refused: one call per query)."""
+        return super().get_query_embedding(_one(query, "get_query_embedding"))
+
+    def get_text_embedding(self, text: str) -> Any:
+        """The text's vector, with the text prompt (a list is refused: get_text_embedding_batch takes one)."""
+        return super().get_text_embedding(_one(text, "get_text_embedding"))
+
     async def aget_query_embedding(self, query: str) -> Any:
         """The query's vector without blocking the event loop."""
+        checked = _one(query, "aget_query_embedding")
         with cut_said_once(self._model):
-            return await super().aget_query_embedding(query)
+            return await super().aget_query_embedding(checked)
 
     async def aget_text_embedding(self, text: str) -> Any:
         """The text's vector without blocking the event loop."""
+        checked = _one(text, "aget_text_embedding")
         with cut_said_once(self._model):
-            return await super().aget_text_embedding(text)
+            return await super().aget_text_embedding(checked)
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return vectors(self._model, self._recipes["query"], [query])[0]
+        return vectors(self._model, self._recipes["query"], [_one(query, "get_query_embedding")])[0]
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        return vectors(self._model, self._recipes["text"], [text])[0]
+        return vectors(self._model, self._recipes["text"], [_one(text, "get_text_embedding")])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         try:
-            return vectors(self._model, self._recipes["text"], texts)
+            return vectors(self._model, self._recipes["text"], _strings(texts))
         except InvalidInput as error:
             raise _named_in_whole(error, texts) from None
 
@@ -222,6 +259,33 @@ def _named_in_whole(error: InvalidInput, batch: list[str]) -> InvalidInput:
     else:
         name = f"the text {text if len(text) <= 40 else text[:37] + '...'!r}"
     return type(error)(name + said[found.end() :])
+
+
+def _one(text: object, method: str) -> str:
+    """The one text of a single-text method, or one line naming the method and what takes a list."""
+    instead = "call it once per query" if "query" in method else "get_text_embedding_batch takes a list"
+    checked: str = one_text(text, method, instead, pairs=False, why=_PAIRS)
+    return checked
+
+
+def _strings(texts: list[Any]) -> list[str]:
+    """`texts`, an (A, B) pair among them refused by its place before the model runs (LlamaIndex's end
+    event would refuse it after); any other text is checked by the model, in the words of `embed`."""
+    for index, text in enumerate(texts):
+        if isinstance(text, tuple) and is_pair(text):
+            raise InvalidInput(f"text {index} is an (A, B) pair, not a string: {_PAIRS}")
+    return texts
+
+
+def _check_post(post: object) -> None:
+    """post= as LlamaIndex's to_dict can hold it: a fitted post-processing has no JSON form (to_json
+    failed, and the ingestion cache hashed numpy's shortened print of it), so it is given as a file."""
+    if isinstance(post, PostProcessor):
+        raise InvalidSpec(
+            f"post= is a fitted {post.kind.value}, which BertscopeEmbedding's to_dict cannot hold "
+            "(LlamaIndex saves it, and hashes it for its ingestion cache): save it with .save(path), "
+            "pass post=path"
+        )
 
 
 def _check_batch_size(size: object) -> None:
