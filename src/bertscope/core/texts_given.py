@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import InvalidInput
+from .results import ChunkEmbeddings, SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 
 __all__ = [
     "bare_pair_message", "by_pair", "check_text", "check_texts", "is_pair", "iter_checked", "named_as",
@@ -21,6 +22,8 @@ __all__ = [
 ]  # fmt: skip
 
 TEXTS_TAKEN = "texts must be a string or a list of strings"
+# Results read as lists of their vectors: given as texts, refused as what they are (`refuse_unusable`).
+VECTOR_RESULTS = (SentenceEmbeddings, TokenEmbeddings, WordEmbeddings, ChunkEmbeddings)
 
 
 # How a refusal names a text of one call: the library "text 3" by its index (from 0), the command line
@@ -155,18 +158,21 @@ def shortened_pair(texts: tuple[str, str]) -> tuple[str, str]:
     return a, b
 
 
-def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
+def text_items(texts: object, *, pairs: bool = False, takes: str = TEXTS_TAKEN) -> Iterable[Any]:
     """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
-    characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
-    tuple with `pairs` (it reads two ways), a 0-D or 2-D array and what `refuse_unusable` refuses.
-    `check_texts` (embed), `iter_checked` (iter_embed) and the research measures read texts through it."""
+    characters); a 1-D array its items; with `pairs`, a 2-D array of strings with 2 columns its rows as
+    (A, B) pairs (as a list of 2-tuples is, and as sentence-transformers reads one); any other iterable as
+    given. Refused in one line that begins with `takes` (what the caller takes): a bare (A, B) tuple with
+    `pairs` (it reads two ways), a 0-D array, another 2-D array and what `refuse_unusable` refuses.
+    `check_texts` (embed), `iter_checked` (iter_embed), encode and the research measures read texts
+    through it."""
     if isinstance(texts, str):
         return [texts]
     if pairs and isinstance(texts, tuple) and is_pair(texts):
         raise InvalidInput(bare_pair_message(texts))
     if isinstance(texts, np.ndarray):
-        return _array_items(texts)
-    refuse_unusable(texts, TEXTS_TAKEN)
+        return _array_items(texts, pairs=pairs, takes=takes)
+    refuse_unusable(texts, takes)
     return texts  # type: ignore[return-value]  # refuse_unusable passed only iterables
 
 
@@ -182,6 +188,11 @@ def refuse_unusable(texts: object, takes: str) -> None:
         )
     if texts is None:
         raise InvalidInput(f"{takes}, not None")
+    if isinstance(texts, VECTOR_RESULTS):  # now iterable as its rows, else read as texts of numbers
+        raise InvalidInput(
+            f"{takes}, got {type(texts).__name__}: vectors already made, not texts; pass the texts it "
+            "was made from"
+        )
     if isinstance(texts, (bytes, bytearray)):  # else read as its numbers, "text 0 is a int"
         raise InvalidInput(f"{takes}, not bytes: decode them first, such as texts.decode('utf-8')")
     refuse_unordered(texts, takes)
@@ -201,16 +212,30 @@ def refuse_table(texts: object, takes: str) -> None:
         )
 
 
-def _array_items(texts: np.ndarray) -> list[Any]:
-    """A 1-D NumPy array's texts (np.str_ items as str), never an item's printed form; any other shape
-    refused in one line."""
+def _array_items(texts: np.ndarray, *, pairs: bool, takes: str) -> list[Any]:
+    """A 1-D NumPy array's texts (np.str_ items as str), never an item's printed form; with `pairs` a 2-D
+    array of strings with 2 columns as (A, B) tuples; any other shape refused in one line."""
+    if texts.ndim == 1:
+        return texts.tolist()
     if texts.ndim == 0:
+        raise InvalidInput(f"{takes}, got a 0-D array: pass its text, array.item()")
+    if not pairs:
         raise InvalidInput(
-            "texts must be a string or a 1-D list of strings, got a 0-D array: pass its text, array.item()"
+            f"{takes}, got a {texts.ndim}-D array: pass a 1-D array of texts (pairs are not taken here)"
         )
-    if texts.ndim != 1:
-        raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
-    return texts.tolist()
+    if texts.ndim != 2:
+        raise InvalidInput(
+            f"{takes}, got a {texts.ndim}-D array: pass a 1-D array of texts, or a 2-D array of 2 columns "
+            "(A, B pairs)"
+        )
+    if texts.dtype.kind not in "UO":
+        raise InvalidInput(f"{takes}, got a 2-D array of {texts.dtype}: pass texts, not numbers")
+    if texts.shape[1] != 2:
+        raise InvalidInput(
+            f"{takes}, got a 2-D array with {texts.shape[1]} column{'' if texts.shape[1] == 1 else 's'}: "
+            "a 2-D array must have 2 columns (A, B pairs)"
+        )
+    return [tuple(row) for row in texts.tolist()]  # each part checked as a text (check_text)
 
 
 def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
