@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -36,7 +36,8 @@ class _VectorsArray:
     """What NumPy reads of a result: its `vectors`, the one array that is its value.
 
     `np.asarray(m.embed(texts))` is the (n, d) matrix, not a 0-d object array; `dtype` and NumPy 2's
-    `copy` are honoured (copy=False where a copy is needed raises, as NumPy's own arrays do).
+    `copy` are honoured (copy=False where a copy is needed raises, as NumPy's own arrays do). `shape`,
+    `dtype` and `tolist()` are the vectors' own.
     """
 
     vectors: np.ndarray
@@ -46,12 +47,58 @@ class _VectorsArray:
             return np.asarray(self.vectors, dtype=dtype)
         return np.asarray(self.vectors, dtype=dtype, copy=copy)
 
+    def __dlpack__(self, **options: Any) -> Any:
+        """The vectors over DLPack, which `torch.as_tensor(result)` reads whole (not row by row)."""
+        vectors = np.asarray(self.vectors)
+        try:
+            return vectors.__dlpack__(**options)
+        except BufferError:  # a read-only array, which DLPack cannot mark so: a copy goes instead
+            return vectors.copy().__dlpack__(**options)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """Where the vectors are, for DLPack: the CPU."""
+        return np.asarray(self.vectors).__dlpack_device__()  # type: ignore[no-any-return]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The vectors' shape, as NumPy gives it: (n, d), or (tokens, layers, d) for stacked layers."""
+        return tuple(np.shape(self.vectors))
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The vectors' NumPy dtype (float32 unless a precision other than float32 was asked)."""
+        return np.asarray(self.vectors).dtype
+
+    def tolist(self) -> list[Any]:
+        """The vectors as nested Python lists of floats, as `ndarray.tolist()` gives them."""
+        return np.asarray(self.vectors).tolist()  # type: ignore[no-any-return]
+
+
+def _shown(result: _VectorsArray, count: int, noun: str) -> str:
+    """How a result's repr begins: its count and its vectors' shape and dtype, never the numbers."""
+    counted = f"{count} {noun}{'' if count == 1 else 's'}"
+    return f"{type(result).__name__}({counted}, vectors {result.shape} {result.dtype}"
+
+
+def _quoted(text: str) -> str:
+    """A text as a repr quotes it: its first 40 characters and its length."""
+    start = text if len(text) <= 40 else f"{text[:40]}..."
+    return f"{start!r} ({len(text)} chars)"
+
+
+def _recipe(spec: dict[str, Any], keys: Sequence[str]) -> str:
+    """The settings named by `keys` that the spec holds, as a repr ends: ", layers=(6,), pooling=mean)"."""
+    return "".join(f", {key}={spec[key]}" for key in keys if key in spec) + ")"
+
 
 @dataclass
 class SentenceEmbeddings(_VectorsArray):
     """Sentence vectors (n, d) float32 , per text the tokens read and dropped (n,), and the spec.
 
-    NumPy reads it as `vectors`: `np.asarray(result)` is the (n, d) matrix.
+    NumPy reads it as `vectors`: `np.asarray(result)` is the (n, d) matrix, and so do pandas'
+    `DataFrame(result)` and `torch.as_tensor(result)`. It reads as a list of rows too: `result[i]` is text
+    i's vector (d,), iterating gives the rows in order, and a slice (or a list or mask of rows) is a
+    `SentenceEmbeddings` of those texts; `shape`, `dtype` and `tolist()` are NumPy's.
     """
 
     vectors: np.ndarray
@@ -61,6 +108,38 @@ class SentenceEmbeddings(_VectorsArray):
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
+
+    @overload
+    def __getitem__(self, index: int | np.integer[Any]) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, index: tuple[Any, ...]) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, index: slice | Sequence[int] | np.ndarray) -> SentenceEmbeddings: ...
+    def __getitem__(self, index: Any) -> np.ndarray | SentenceEmbeddings:
+        """Text i's vector (d,); a slice, list or mask of rows: those texts' `SentenceEmbeddings`; a tuple
+        indexes the (n, d) vectors as NumPy does (`result[:, :64]`)."""
+        if isinstance(index, (int, np.integer, tuple)):
+            return self.vectors[index]  # type: ignore[no-any-return]
+        return SentenceEmbeddings(
+            vectors=self.vectors[index],
+            n_tokens=np.asarray(self.n_tokens)[index],
+            n_dropped=np.asarray(self.n_dropped)[index],
+            spec=self.spec,
+        )
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """The texts' vectors (d,), in order, as `list(result)` and a `for` loop read them."""
+        return iter(self.vectors)
+
+    def __repr__(self) -> str:
+        """The texts' count, the vectors' shape and dtype, the tokens read and the recipe; no floats."""
+        cut = self.n_truncated
+        return (
+            _shown(self, len(self), "text")
+            + f", tokens {int(np.sum(self.n_tokens))}"
+            + (f", {cut} cut" if cut else "")
+            + _recipe(self.spec, ("layers", "pooling", "normalize"))
+        )
 
     @classmethod
     def joined(cls, parts: Sequence[SentenceEmbeddings]) -> SentenceEmbeddings:
@@ -116,6 +195,16 @@ class TokenEmbeddings(_VectorsArray):
     # Whether the truncation cut inside the last kept word (Tokens.last_word_cut): not a whole word.
     last_word_cut: bool = False
 
+    def __repr__(self) -> str:
+        """The tokens' count, the vectors' shape and dtype, the text (and pair), the recipe; no floats."""
+        return (
+            _shown(self, len(self.tokens), "token")
+            + f", text {_quoted(self.text)}"
+            + (f", pair {_quoted(self.pair)}" if self.pair is not None else "")
+            + (f", {self.n_dropped} dropped" if self.n_dropped else "")
+            + _recipe(self.spec, ("layers", "combine", "pooling"))
+        )
+
     @classmethod
     def of(cls, tokens: Any, matrix: np.ndarray, spec: dict[str, Any]) -> TokenEmbeddings:
         """From an engine's (Tokens, (tokens, d or k*d) matrix); stacked layers split to (tokens, k, d)."""
@@ -164,6 +253,15 @@ class WordEmbeddings(_VectorsArray):
     vectors: np.ndarray
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        """The words' count, the vectors' shape and dtype, the text and the recipe; never the floats."""
+        return (
+            _shown(self, len(self.words), "word")
+            + f", text {_quoted(self.text)}"
+            + (f", {self.n_dropped} dropped" if self.n_dropped else "")
+            + _recipe(self.spec, ("layers", "combine", "subword"))
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: text, words, spans, pieces, vectors (words, d; or words, layers, d), n_dropped."""
@@ -216,14 +314,11 @@ class ChunkEmbeddings(_VectorsArray):
         return renamed_field(self.n_dropped, owner="ChunkEmbeddings", name="n_dropped", old="truncated")
 
     def __repr__(self) -> str:
-        """The chunks' count and shape, the document's start and the pooling; not hundreds of floats."""
-        start = self.text if len(self.text) <= 40 else f"{self.text[:40]}..."
-        shape = tuple(np.shape(self.vectors))
-        recipe = ", ".join(f"{key}={self.spec[key]}" for key in ("layers", "pooling") if key in self.spec)
+        """The chunks' count, shape and dtype, the document's start and the pooling; no floats."""
         return (
-            f"ChunkEmbeddings({len(self.chunks)} chunks, vectors {shape}, text {start!r} "
-            f"({len(self.text)} chars), tokens {int(np.sum(self.n_tokens))}"
-            + (f", {recipe})" if recipe else ")")
+            _shown(self, len(self.chunks), "chunk")
+            + f", text {_quoted(self.text)}, tokens {int(np.sum(self.n_tokens))}"
+            + _recipe(self.spec, ("layers", "pooling"))
         )
 
     def to_dict(self) -> dict[str, Any]:
