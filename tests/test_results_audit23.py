@@ -5,6 +5,8 @@ core/texts_given.py)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -101,6 +103,30 @@ def test_a_result_given_as_texts_is_refused_as_vectors_already_made(bundled: ber
         bundled.embed(sentence())  # type: ignore[arg-type]
     # and still read as vectors where vectors are taken
     assert bundled.similarity(sentence(2), sentence(2)).shape == (2, 2)
+
+
+# 6. The result types the Model's methods return are public names, and still import no torch.
+
+RESULT_TYPES = [
+    "ChunkEmbeddings", "ForwardOutput", "Explanation", "Baseline", "CkaResult", "Contextuality",
+    "GeometryResult", "ProbeResult", "Sense", "StructuralResult", "FingerprintCheck", "Verification",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", RESULT_TYPES)
+def test_each_result_type_is_a_public_name(name: str) -> None:
+    assert name in bertscope.__all__
+    assert isinstance(getattr(bertscope, name), type)
+
+
+def test_embed_chunks_gives_the_public_chunk_type(bundled: bertscope.Model) -> None:
+    assert isinstance(bundled.embed_chunks("a cat sat. a dog ran."), bertscope.ChunkEmbeddings)
+
+
+def test_import_bertscope_still_imports_no_torch() -> None:
+    code = "import sys, bertscope; bertscope.__all__; print('torch' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
 
 
 # 7. One rule for a 2-D array of texts: 2 columns are (A, B) pairs, in embed as in encode.

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
         SubwordPooling,
     )
     from .core.families import SUPPORTED
-    from .core.results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+    from .core.forward import ForwardOutput
+    from .core.results import ChunkEmbeddings, SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
     from .core.similarity import Hit, cos_sim, pairwise_cos_sim
     from .core.spec import EmbedSpec
     from .core.tokens import Tokens
@@ -44,18 +45,27 @@ if TYPE_CHECKING:
         UnknownToken,
         UnsupportedArchitecture,
     )
+    from .explain import Explanation
     from .io.job import JobSummary, embed_corpus
     from .io.occurrences import Occurrence, Occurrences, search_occurrences
     from .io.search import search
     from .io.sqlite_reader import list_collections
     from .model import Model, ModelInfo, load
     from .research.aggregate import AggregatedStatic
+    from .research.baseline import Baseline
+    from .research.cka import CkaResult
     from .research.compare import compare
+    from .research.contextuality import Contextuality
     from .research.distill import distill
-    from .research.senses import Senses, word_senses
+    from .research.geometry import GeometryResult
+    from .research.probe_score import ProbeResult
+    from .research.senses import Sense, Senses, word_senses
     from .research.static_kinds import DecontextualizedStatic
+    from .research.structural import StructuralResult
     from .static import Neighbor, StaticWord
     from .static_model import StaticModel
+    from .verify.fingerprint import FingerprintCheck
+    from .verify.reference import Verification
     from .verify.store import verify_store
 
 # Where each public name lives; a name's module is imported on first use (PEP 562), so
@@ -103,6 +113,19 @@ _LAZY = {
     "SentenceEmbeddings": ".core.results",
     "TokenEmbeddings": ".core.results",
     "WordEmbeddings": ".core.results",
+    # what the Model's other methods return, named here so a caller can type and isinstance them
+    "ChunkEmbeddings": ".core.results",
+    "ForwardOutput": ".core.forward",
+    "Explanation": ".explain",
+    "Baseline": ".research.baseline",
+    "CkaResult": ".research.cka",
+    "Contextuality": ".research.contextuality",
+    "GeometryResult": ".research.geometry",
+    "ProbeResult": ".research.probe_score",
+    "Sense": ".research.senses",
+    "StructuralResult": ".research.structural",
+    "FingerprintCheck": ".verify.fingerprint",
+    "Verification": ".verify.reference",
     "Hit": ".core.similarity",
     "cos_sim": ".core.similarity",
     "pairwise_cos_sim": ".core.similarity",
@@ -149,6 +172,18 @@ __all__ = [
     "SentenceEmbeddings",
     "TokenEmbeddings",
     "WordEmbeddings",
+    "ChunkEmbeddings",
+    "ForwardOutput",
+    "Explanation",
+    "Baseline",
+    "CkaResult",
+    "Contextuality",
+    "GeometryResult",
+    "ProbeResult",
+    "Sense",
+    "StructuralResult",
+    "FingerprintCheck",
+    "Verification",
     "Pooling",
     "Combine",
     "LongText",
