@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,3 +179,15 @@ def test_text_items_says_the_refusal_in_the_callers_words() -> None:
         InvalidInput, match=r"got a 2-D array: pass a 1-D array of texts \(pairs are not taken"
     ):
         text_items(np.array([["a", "b"]]))  # where pairs are not taken, two columns are no pairs either
+
+
+# 9. docs/names.md names a token's id by both its names, each of which the code answers to.
+
+
+def test_the_names_page_says_both_names_of_token_ids(bundled: bertscope.Model) -> None:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "names.md").read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| token ids "))
+    assert "`Tokens.ids`" in row and '`batch()["input_ids"]`' in row and "`forward(texts).input_ids`" in row
+    ids = bundled.tokenize("a cat").ids
+    assert bundled.batch(["a cat"])["input_ids"][0].tolist() == ids
+    assert bundled.forward(["a cat"]).input_ids[0].tolist() == ids
