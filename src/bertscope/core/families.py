@@ -9,20 +9,28 @@ turns queries and keys by their positions inside every attention layer).
 
 from __future__ import annotations
 
+import ast
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from importlib.util import find_spec
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import UnsupportedArchitecture
+from ..errors import ModelLoadError, UnsupportedArchitecture
 
 if TYPE_CHECKING:
     # torch is imported where a model runs, so `bertscope tokens` and `info` can name a family without it
     import torch
     from torch import nn
 
-__all__ = ["EmbeddingParts", "Family", "PoolerLayout", "family_for", "SUPPORTED"]
+__all__ = [
+    "EmbeddingParts", "Family", "PoolerLayout", "decoder_note", "family_for", "known_activations",
+    "SUPPORTED",
+]  # fmt: skip
 
 PoolerFn = Callable[["torch.Tensor"], "torch.Tensor"]
 
@@ -94,6 +102,12 @@ class Family:
     # the segment row, then the position row; DeBERTa-v2 the position row first. Another order differs by
     # rounding (a bfloat16 step after LayerNorm), so the anatomy's proof adds them as the model does.
     sum_order: tuple[str, ...] = ("word", "token_type", "position")
+    # The config keys naming an activation the encoder's own modules look up in transformers' ACT2FN
+    # (DistilBERT's `activation`, ModernBERT's `hidden_activation`, DeBERTa's convolution's `conv_act`)
+    activation_settings: tuple[str, ...] = ("hidden_act",)
+    # Whether the family's layers read is_decoder and add_cross_attention (BertLayer and its copies):
+    # a causal mask, and cross-attention layers that transformers builds for a decoder only
+    decoder_settings: bool = False
 
     @property
     def builds_pooler(self) -> bool:
@@ -141,16 +155,52 @@ class Family:
                 "(transformers' own fails too); set type_vocab_size in config.json to the rows the "
                 "checkpoint was trained with"
             )
+        return self._unread_settings(config)
+
+    def _unread_settings(self, config: Any) -> str | None:
+        """Why no forward of this family can run `config` (a config or its dict), read from config.json
+        alone: a position count with no pad id, cross-attention without a decoder, an unknown activation."""
+        if self.positions_after_padding and self.position_pad_fixed is None:
+            if _pad_unset(config):
+                return self._no_position_pad()
+        if (
+            self.decoder_settings
+            and _setting(config, "add_cross_attention")
+            and not _setting(config, "is_decoder")
+        ):
+            return (
+                "its config sets add_cross_attention without is_decoder, and transformers builds "
+                "cross-attention layers for a decoder only (it refuses the model: 'should be used as a "
+                "decoder model if cross attention is added'); remove add_cross_attention from config.json"
+            )
+        known = known_activations() or frozenset()  # unread: the load's own failure says it
+        for key in self.activation_settings if known else ():
+            value = _setting(config, key)
+            if value is not None and not callable(value) and value not in known:
+                return (
+                    f"its config sets {key}={value!r}, an activation transformers does not know (it knows: "
+                    f"{', '.join(sorted(known))}); correct {key} in config.json to the one the checkpoint "
+                    "was trained with"
+                )
         return None
+
+    def _no_position_pad(self) -> str:
+        return (
+            f"the {self.name} embedding layer counts positions from the config's pad_token_id, which "
+            "config.json leaves unset (null), so no forward can run (transformers' own fails at the first "
+            "text); set pad_token_id in config.json to the tokenizer's pad id"
+        )
 
     def position_pad(self, config: Any) -> int:
         """The id RoBERTa-style position ids count from (`padding_idx` of transformers' embedding layer): the
-        family's fixed one (MPNet: 1), else the config's pad_token_id (a config or its dict; 1 where unset,
-        as transformers' RoBERTa configs default), whatever the tokenizer pads with."""
+        family's fixed one (MPNet: 1), else the config's pad_token_id (a config or its dict), whatever the
+        tokenizer pads with; ModelLoadError where the config leaves it unset, as `unsupported` says."""
         if self.position_pad_fixed is not None:
             return self.position_pad_fixed
+        if _pad_unset(config):
+            raise ModelLoadError(self._no_position_pad())
         pad = _setting(config, "pad_token_id")
-        return 1 if pad is None else int(pad)
+        return 1 if pad is None else int(pad)  # a dict without it: the config class's default, 1
 
     def parts(self, model: Any) -> EmbeddingParts:
         """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
@@ -327,6 +377,57 @@ def _view(model: Any, swaps: dict[str, Any], settings: dict[str, dict[str, Any]]
     return copies[""]
 
 
+def _pad_unset(config: Any) -> bool:
+    """Whether `config` (a config or its dict) sets pad_token_id null: a dict without the key takes the
+    config class's default (1 for RoBERTa, XLM-R and CamemBERT), as transformers reads it."""
+    if isinstance(config, dict):
+        return "pad_token_id" in config and config["pad_token_id"] is None
+    return getattr(config, "pad_token_id", 1) is None
+
+
+def decoder_note(config: Any) -> str | None:
+    """What a config with is_decoder (a config or its dict) makes the family's layers do, in one line (the
+    load's warning, verify's problem), or None where it sets none."""
+    if not _setting(config, "is_decoder"):
+        return None
+    cross = (
+        "; its cross-attention layers (add_cross_attention) run only on an encoder's states, which an "
+        "encoder forward never passes, so they are unused, as in transformers"
+        if _setting(config, "add_cross_attention")
+        else ""
+    )
+    also = " (and add_cross_attention)" if cross else ""
+    return (
+        "config.json sets is_decoder: every layer runs a causal mask (each token sees only the tokens "
+        f"before it), which no BERT-family encoder was trained with{cross}; remove is_decoder{also}"
+    )
+
+
+@cache
+def known_activations() -> frozenset[str] | None:
+    """The activation names transformers' ACT2FN knows, read without importing torch (its activations.py's
+    ACT2CLS keys, where transformers.activations is not imported yet); None where they cannot be read."""
+    module = sys.modules.get("transformers.activations")
+    if module is not None:
+        return frozenset(module.ACT2FN)
+    spec = find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        tree = ast.parse((Path(next(iter(spec.submodule_search_locations))) / "activations.py").read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or not isinstance(node.value, ast.Dict):
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "ACT2CLS" for t in node.targets):
+            keys = node.value.keys
+            return frozenset(
+                k.value for k in keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            )
+    return None
+
+
 def _setting(config: Any, key: str) -> Any:
     """`key` of a config or its dict (None where unset)."""
     return config.get(key) if isinstance(config, dict) else getattr(config, key, None)
@@ -337,15 +438,37 @@ def _setting(config: Any, key: str) -> Any:
 _DROPPED_POSITION_KINDS = frozenset({"relative_key", "relative_key_query"})
 
 _FAMILIES: tuple[Family, ...] = (
-    Family("bert", ("bert",), pooler_layout=_DENSE_TANH),
-    Family("roberta", ("roberta", "camembert"), positions_after_padding=True, pooler_layout=_DENSE_TANH),
-    Family("xlm-roberta", ("xlm-roberta",), positions_after_padding=True, pooler_layout=_DENSE_TANH),
-    Family("distilbert", ("distilbert",), layers_path="transformer.layer", uses_token_types=False),
+    Family("bert", ("bert",), pooler_layout=_DENSE_TANH, decoder_settings=True),
+    Family(
+        "roberta",
+        ("roberta", "camembert"),
+        positions_after_padding=True,
+        pooler_layout=_DENSE_TANH,
+        decoder_settings=True,
+    ),
+    Family(
+        "xlm-roberta",
+        ("xlm-roberta",),
+        positions_after_padding=True,
+        pooler_layout=_DENSE_TANH,
+        decoder_settings=True,
+    ),
+    Family(
+        "distilbert",
+        ("distilbert",),
+        layers_path="transformer.layer",
+        uses_token_types=False,
+        activation_settings=("activation",),
+    ),
     # AlbertModel: `pooler` (nn.Linear(hidden, hidden)) and `pooler_activation` (nn.Tanh()) over [:, 0]
     _Albert("albert", ("albert",), pooler_layout=PoolerLayout("pooler.weight", "pooler.bias")),
-    Family("electra", ("electra",)),
+    Family("electra", ("electra",), decoder_settings=True),
     Family(
-        "deberta-v2", ("deberta-v2",), type_rows_optional=True, sum_order=("word", "position", "token_type")
+        "deberta-v2",
+        ("deberta-v2",),
+        type_rows_optional=True,
+        sum_order=("word", "position", "token_type"),
+        activation_settings=("hidden_act", "conv_act"),
     ),
     Family(
         "mpnet",
@@ -367,12 +490,13 @@ _FAMILIES: tuple[Family, ...] = (
         norm_attr="norm",
         final_norm_attr="final_norm",
         rotary=True,
+        activation_settings=("hidden_activation",),
     ),
     # BERT's embedding layer without the position rows; rotary attention (GTE-en v1.5, Nomic BERT). GteModel
     # and NomicBertModel build no pooler (add_pooling_layer=False) even where the weights hold one.
     Family("gte", ("gte",), layers_path="layers", rotary=True, type_rows_optional=True),
     Family("nomic_bert", ("nomic_bert",), layers_path="layers", rotary=True),
-    Family("roformer", ("roformer",), rotary=True),
+    Family("roformer", ("roformer",), rotary=True, decoder_settings=True),
     # Jina embeddings v3 as transformers ports it: XLM-R's embedding layer without position rows; the task
     # LoRA adapters of the original code are not part of it.
     Family(

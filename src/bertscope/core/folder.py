@@ -188,6 +188,8 @@ class FolderView:
             family = family_for(str(config.get("model_type")))
         except UnsupportedArchitecture:
             return None  # the full load says what is wrong, in its words
+        if (why := family.unsupported(config)) is not None:
+            raise ModelLoadError(f"{source}: {why}")  # as the load refuses it (open_light, load_parts)
         tokenizer_config = read_json_object(path / "tokenizer_config.json")
         if "added_tokens_decoder" not in tokenizer_config and _legacy_added_tokens(path):
             return None  # tokens transformers adds from files no build here reads: only a load can tell

@@ -14,8 +14,8 @@ from .similarity import cos_sim
 from .texts_given import type_named
 
 __all__ = [
-    "QUOTED", "given_vectors", "is_tensor", "is_vectors", "quoted_text", "row_id", "row_ids", "shown_value",
-    "single", "vector_cosines",
+    "QUOTED", "given_vectors", "is_tensor", "is_vectors", "past_rows", "quoted_text", "row_id", "row_ids",
+    "shown_value", "single", "vector_cosines",
 ]  # fmt: skip
 
 
@@ -131,31 +131,46 @@ def quoted_text(text: str, width: int = QUOTED) -> str:
     return repr(text) if len(text) <= width else f"{text[:width]!r}... ({len(text):,} characters)"
 
 
-def row_id(item: object, rows: int) -> int:
+def past_rows(token_id: int, rows: int) -> str:
+    """The one line of a tokenizer's id past the model's `rows` embedding rows (tokens added to the
+    tokenizer without resizing the embeddings), with the two fixes."""
+    return (
+        f"token id {token_id} is past this model's {rows} embedding rows (ids 0..{rows - 1}): its tokenizer "
+        "has tokens the model has no row for; resize the embeddings (transformers: "
+        "model.resize_token_embeddings(len(tokenizer)), then save the folder) or add words with "
+        "`bertscope vocab add`"
+    )
+
+
+def row_id(item: object, rows: int, *, tokens: int | None = None) -> int:
     """`item` as a row of a (rows, d) embedding matrix: a whole number (not a bool, not 7852.0) in
     0..rows-1, else InvalidInput or UnknownToken (a negative id is out of range, never counted from the end).
+    `tokens`: the tokenizer's size, where known: an id it gives past the rows is `past_rows`'s line.
     `static` (token_ids) and `embedding_rows` both check ids here."""
     if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
         raise InvalidInput(f"{shown_value(item)} is not a token id: pass ids as ints (7852, not 7852.0)")
+    if rows <= int(item) < (tokens or 0):
+        raise UnknownToken(past_rows(int(item), rows))
     if not 0 <= int(item) < rows:
         raise UnknownToken(f"token id {item} is out of range: this vocabulary has ids 0..{rows - 1}")
     return int(item)
 
 
-def row_ids(ids: object, rows: int) -> list[int]:
-    """Ids of rows of a (rows, d) matrix, each checked by `row_id`: one id, or a list or 1-D array of them."""
+def row_ids(ids: object, rows: int, *, tokens: int | None = None) -> list[int]:
+    """Ids of rows of a (rows, d) matrix, each checked by `row_id` (`tokens` as there): one id, or a list
+    or 1-D array of them."""
     if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):
         ids = [ids]
     if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.dtype.kind in "iu":
         if len(ids) and not (0 <= ids.min() and ids.max() < rows):  # many ids at once (a whole export)
-            row_id(int(ids[(ids < 0) | (ids >= rows)][0]), rows)
+            row_id(int(ids[(ids < 0) | (ids >= rows)][0]), rows, tokens=tokens)
         return [int(i) for i in ids]
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
         raise InvalidInput(
             f"embedding rows are asked by token id: {ids!r} is not an id or a list of ids; "
             "use static() for word pieces"
         )
-    return [row_id(item, rows) for item in ids]
+    return [row_id(item, rows, tokens=tokens) for item in ids]
 
 
 def single(texts: object) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from ..errors import BackendUnavailable, ModelLoadError, caller_level
 from ._enums import DType
 from .cpu import cpu_flags, has_native_bf16, has_vnni
-from .families import Family, family_for
+from .families import Family, decoder_note, family_for
 from .folder import (
     BUNDLED,
     DEFAULT_MODEL,
@@ -159,6 +160,13 @@ class Loaded:
             say_torch_loaded(time.perf_counter() - start)
 
 
+def say_decoder(source: str, family: Family, config: Any) -> None:
+    """Warn once, at the caller's line, where config.json sets is_decoder on a family whose layers read it:
+    bertscope runs the config as transformers does (a causal mask), in `verify`'s words."""
+    if family.decoder_settings and (note := decoder_note(config)) is not None:
+        warnings.warn(f"{source}: {note}", UserWarning, stacklevel=caller_level())
+
+
 def say_torch_loaded(took: float) -> None:
     """The notice for a PyTorch module that took `took` seconds to load, where that is long enough to say:
     logged at INFO under `bertscope.core.loading`, never printed (the command line shows it on stderr)."""
@@ -180,6 +188,7 @@ def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
         return None
     if (why := view.family.unsupported(view.config)) is not None:
         raise ModelLoadError(f"{view.source}: {why}")
+    say_decoder(view.source, view.family, view.config)
     # the weights held against config.json, as the load refuses them (`bertscope info` says what the
     # loaded model would, and a folder no load takes is refused here in the same words)
     misfits = view.misfits()
@@ -326,9 +335,12 @@ def load_parts(
     shipped = _shipped_code(path)
     if shipped is not None and not trust_remote_code:
         raise _needs_remote_code(source, shipped)
+    written = read_json_object(path / "config.json") if path is not None else {}
+    if isinstance(written.get("model_type"), str):  # transformers would name its own types, not ours
+        family_for(written["model_type"])
     try:
         config = transformers.AutoConfig.from_pretrained(target, **remote)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, _strict_error()) as exc:
         if "trust_remote_code" in str(exc):
             raise _needs_remote_code(source, "its config's model type") from None
         raise _not_loadable(source, path, exc) from None
@@ -338,6 +350,7 @@ def load_parts(
     family = family_for(config.model_type)
     if (why := family.unsupported(config)) is not None:
         raise ModelLoadError(f"{source}: {why}")
+    say_decoder(source, family, config)
     model, loading = _pretrained(transformers, source, path, target, {"dtype": dtype, **remote})
     try:
         tokenizer = _auto_tokenizer(transformers, target, remote)
@@ -367,11 +380,20 @@ def load_parts(
 def _auto_tokenizer(transformers: Any, target: str, remote: dict[str, Any]) -> Any:
     """transformers' tokenizer of `target`. Tokenizer files that are JSON but hold no tokenizer (a
     tokenizer.json of `{}`) raise KeyError or TypeError in transformers and a bare Exception in tokenizers:
-    a ValueError saying so here, which the load turns into its one line."""
+    a ValueError saying so here, which the load turns into its one line; a class that needs a package not
+    installed (RoFormer's rjieba) raises ImportError: the ValueError names the package to install."""
     try:
         return transformers.AutoTokenizer.from_pretrained(target, **remote)
     except (OSError, ValueError, RuntimeError):
         raise
+    except ImportError as exc:
+        # the tokenizer's class needs a package (RoFormer's rjieba): the files are fine, install it
+        said = " ".join(str(exc).split())
+        wanted = re.search(r"install (?:the )?`?([A-Za-z0-9_.-]+)", said)
+        fix = f"pip install {wanted.group(1).rstrip('.')}" if wanted else "install the package it names"
+        raise ValueError(
+            f"its tokenizer needs a package that is not installed here ({said}); {fix}"
+        ) from None
     except Exception as exc:
         said = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ValueError(
@@ -390,7 +412,8 @@ def _pretrained(
 
     try:
         return transformers.AutoModel.from_pretrained(target, output_loading_info=True, **options)
-    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
+    # corrupt weights raise RuntimeError or SafetensorError; a config field of the wrong type, the strict one
+    except (OSError, ValueError, RuntimeError, SafetensorError, _strict_error()) as exc:
         if path is not None and isinstance(exc, (RuntimeError, SafetensorError)):
             safetensors_tensors(path)  # a damaged safetensors file: named as the light path names it
         misshaped = "ignore_mismatched_sizes" in str(exc)
@@ -582,7 +605,24 @@ def _needs_remote_code(source: str, shipped: str) -> ModelLoadError:
     )
 
 
+def _strict_error() -> type[Exception]:
+    """huggingface_hub's refusal of a config field by type (transformers 5's strict config classes),
+    imported where transformers is (it costs a tenth of a second); a class nothing raises where the
+    installed huggingface_hub has none."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:
+        return _NeverRaised
+    return StrictDataclassError
+
+
+class _NeverRaised(Exception):
+    pass
+
+
 def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadError:
+    if path is not None and isinstance(exc, _strict_error()):
+        return _wrong_field(source, path, exc)
     if path is None:
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
         why = "the hub is switched off here (HF_HUB_OFFLINE)" if offline else "the hub could not be reached"
@@ -618,8 +658,34 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
             f"{source} could not be loaded as a model: its config.json is not valid JSON ({damaged}); fix "
             "it, or copy it again from the model's source"
         )
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return ModelLoadError(f"{source} could not be loaded as a model: {first}")
+    return ModelLoadError(f"{source} could not be loaded as a model: {_reason(exc)}")
+
+
+def _reason(exc: Exception) -> str:
+    """transformers' reason in one line: its first line, or where that opens a module's repr (`BertLayer(`,
+    then the module, then `) should be used as a decoder ...`), the module's name and the line after it."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if len(lines) > 1 and re.fullmatch(r"[A-Za-z_][\w.]*\(", lines[0]) and lines[-1].startswith(")"):
+        return f"{lines[0][:-1]} {lines[-1][1:].strip()}"
+    return lines[0]
+
+
+def _wrong_field(source: str, path: Path, exc: Exception) -> ModelLoadError:
+    """The one line of a config.json field transformers' config class refuses by type (huggingface_hub's
+    StrictDataclassFieldValidationError): the field, its value, the type expected, and the fix."""
+    said = " ".join(str(exc).split())
+    field = re.search(r"field '([^']+)'", said)
+    name = field.group(1) if field else "a field"
+    written = read_json_object(path / "config.json")
+    value = f" is {written[name]!r}" if name in written else " (left to its default)"
+    expected = re.search(r"(expected [^;(]+?)(?: \(value:|;|$)", said)
+    why = expected.group(1).strip() if expected else said
+    return ModelLoadError(
+        f"{source}: config.json's {name}{value}, which transformers {_transformers_version()} refuses "
+        f"({why}); correct {name} in config.json"
+    )
 
 
 def _unreadable_json(file: Path) -> str | None:

@@ -26,6 +26,7 @@ import numpy as np
 from ..backends.exact import EXACT_ATOL
 from ..backends.quantize import SHORT_TEXTS
 from ..core._enums import Combine, Pooling
+from ..core.families import decoder_note
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
 from ..core.renamed_fields import renamed_field
@@ -227,7 +228,7 @@ def compare_to_reference(
             f"{len(mismatched)} of {len(texts)} texts tokenized otherwise than by the reference's "
             f"tokenizer (first: {mismatched[0]}); they are left out of the figures",
         )
-    problems += _setting_problems(settings)
+    problems += _setting_problems(settings, model)
     layers = [LayerDrift(i, float(max_abs[i]), float(min_cos[i])) for i in range(n_layers)]
     return Verification(
         ok=within and not problems,
@@ -277,12 +278,10 @@ def _token_problem(named: str, got: Sequence[int], want: Sequence[int]) -> str:
     return f"{named}, {tokens}, ids differ from token {at} on"
 
 
-def _setting_problems(settings: dict[str, Any]) -> list[str]:
+def _setting_problems(settings: dict[str, Any], model: Any) -> list[str]:
+    """The settings that make the model other than it was trained: is_decoder, in the load's words."""
     if settings["attention"]["is_decoder"]:
-        return [
-            "config.json sets is_decoder: every layer runs a causal mask (each token sees only the tokens "
-            "before it), which no BERT-family encoder was trained with; remove is_decoder"
-        ]
+        return [decoder_note(model.config) or "config.json sets is_decoder; remove is_decoder"]
     return []
 
 
