@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .core.cut_said import WINDOW_KEEPS
 from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
 from .core.renamed import top_k_given
@@ -37,7 +38,23 @@ if TYPE_CHECKING:
     from .core.encoder import Encoder
     from .core.spec import RecipeKeywords
 
-__all__ = ["Explanation", "explain", "token_parts", "plot_explanation", "picture_file", "texts_named"]
+__all__ = [
+    "PICTURE_TOKENS",
+    "Explanation",
+    "explain",
+    "token_parts",
+    "plot_explanation",
+    "picture_file",
+    "texts_named",
+]
+
+# Contributions made and ranked a block of about this many at a time: the product's temporaries and the
+# top pairs' ordering stay this size, not tokens_a x tokens_b (the matrix itself is the answer).
+_BLOCK = 1 << 20
+# The most tokens a side a picture draws: past it its labels no longer fit a picture of bounded size.
+PICTURE_TOKENS = 100
+# The picture's largest side, inches (1,760 pixels at its 110 dpi), whatever the texts' lengths.
+_PICTURE_INCHES = 16.0
 
 
 @dataclass(repr=False)
@@ -69,7 +86,10 @@ class Explanation:
 
     def __repr__(self) -> str:
         """One line for a notebook cell: the texts, the score, how it splits, the shape and the top pairs."""
-        kind = f"exact, {self.method}" if self.exact else "not exact: [CLS] attention"
+        if self.contributions is None:  # the attention view: the model's own first token's row
+            kind = f"not exact: {self.tokens_a[0] if self.tokens_a else '[CLS]'} attention"
+        else:
+            kind = f"{'exact' if self.exact else 'not exact'}, {self.method}"
         shape = "none" if self.contributions is None else "x".join(map(str, self.contributions.shape))
         return (
             f"<Explanation {_clip(self.text_a)} vs {_clip(self.text_b)}: score {self.score:.4f} ({kind}); "
@@ -118,6 +138,8 @@ def explain(
     10; `top=` is its older spelling, still read); `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
+    if not isinstance(exact, (bool, np.bool_)):  # "no" is truthy: it asked for the refusal it names
+        raise InvalidSpec(f"exact must be True or False, not {exact!r}")
     _check_texts(model, a, b)
     top = top_k_given(top_k, top, old="top", default=10, least=0)
     recipe = resolve(model, EmbedOptions.given(**options))
@@ -128,7 +150,9 @@ def explain(
     with texts_named("b"):  # alone, it was refused as "text 0"
         right = model.embed_with([b], recipe)
     dropped = np.concatenate([left.n_dropped, right.n_dropped])
-    say_cut(dropped, model.max_tokens)
+    split = spec.pooling in exact_poolings() or max(spec.layers) == 0
+    # The attention view refuses long='window' (it is within one window): it is no fix to offer there.
+    say_cut(dropped, model.max_tokens, WINDOW_KEEPS if split else _ONE_WINDOW)
     # Said in the answer too (the service's /explain, the explorer's tab), not only in a warning.
     cut = [int(n) for n in dropped]
     score = float(cos_sim(left.vectors, right.vectors)[0, 0])
@@ -142,30 +166,60 @@ def explain(
                 f"pooling {spec.pooling.value!r} has no exact split into tokens (the vector depends on "
                 f"every token through the layers); exact: {_exact_names()}"
             )
-        return replace(_attention_view(model, a, b, spec, score), n_dropped=cut)
-    with texts_named("a", "b"):
-        (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
+        return replace(_attention_view(model, a, b, spec, processor, score), n_dropped=cut)
+    return replace(_pairs_view(model, a, b, spec, processor, score, top), n_dropped=cut)
+
+
+# The truncation warning's fix where the explanation is the attention view, which long='window' refuses.
+_ONE_WINDOW = (
+    "this pooling's explanation, an attention row, is read within one window: an exact pooling "
+    "(pooling='mean') with long='window' explains every token"
+)
+
+
+def _pairs_view(
+    model: Encoder,
+    a: str,
+    b: str,
+    spec: EmbedSpec,
+    processor: PostProcessor | None,
+    score: float,
+    top: int,
+) -> Explanation:
+    """The exact split of `score` into token-pair contributions, each text's tokens read alone."""
+    # Each text alone, as `score` was made: in one batch, a runtime whose numbers depend on the batch
+    # (int8's activation scales are the batch's) gave contributions that summed to another score.
+    with texts_named("a"):
+        ((tok_a, mat_a),) = model.engine.token_matrices([a], spec)
+    with texts_named("b"):
+        ((tok_b, mat_b),) = model.engine.token_matrices([b], spec)
     parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
     parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
     tok_a, tok_b = _in_given_text(tok_a, spec), _in_given_text(tok_b, spec)
     norm = np.linalg.norm(parts_a.sum(axis=0)) * np.linalg.norm(parts_b.sum(axis=0))
-    contributions = parts_a @ parts_b.T / max(norm, 1e-24)
+    contributions = _pair_contributions(parts_a, parts_b, max(float(norm), 1e-24))
     linear = POOLING_RULES[spec.pooling].linear
     how = "token pairs" if linear else f"dimension by dimension ({spec.pooling.value} pooling)"
-    # Said as a bound: the sum's sixth decimal is float32 rounding, which differs between CPUs.
+    # Exact as measured, not as assumed: the sum against the score `similarity` gives. Said as a bound:
+    # the sum's sixth decimal is float32 rounding, which differs between CPUs.
     total = float(contributions.sum())
-    agree = "within 1e-5" if abs(total - score) < 1e-5 else f"{total:.6f} vs {score:.6f}"
-    note = f"exact: the {contributions.size} contributions sum to the score ({agree}){_prompt_said(spec)}"
+    agrees = abs(total - score) < 1e-5
+    if agrees:
+        note = f"exact: the {contributions.size} contributions sum to the score (within 1e-5)"
+    else:
+        note = (
+            f"not exact: the {contributions.size} contributions sum to {total:.6f}, the score is "
+            f"{score:.6f}: this runtime's token vectors do not make its sentence vectors exactly"
+        )
     return Explanation(
         score=score,
-        exact=True,
+        exact=agrees,
         method=how,
-        note=note,
+        note=note + _prompt_said(spec),
         **_split(contributions, tok_a, tok_b, top),
         spec=_spec(spec, processor),
         text_a=a,
         text_b=b,
-        n_dropped=cut,
     )
 
 
@@ -225,8 +279,37 @@ def _linear(processor: PostProcessor, parts: np.ndarray) -> np.ndarray:
     return parts @ matrix
 
 
+def _pair_contributions(parts_a: np.ndarray, parts_b: np.ndarray, norm: float) -> np.ndarray:
+    """(tokens of a, tokens of b) float64 contributions parts_a @ parts_b.T / norm, made block by block
+    into the one matrix: no temporary of its size."""
+    out = np.empty((len(parts_a), len(parts_b)))
+    rows = max(1, _BLOCK // max(len(parts_b), 1))
+    for start in range(0, len(parts_a), rows):
+        block = out[start : start + rows]
+        np.matmul(parts_a[start : start + rows], parts_b.T, out=block)
+        block /= norm
+    return out
+
+
+def _top_flat(contributions: np.ndarray, top: int) -> np.ndarray:
+    """The flat indices of the `top` largest contributions, largest first (a tie: the earlier pair
+    first), kept as the blocks are read: no ordering, and no copy, of the whole matrix."""
+    n_b = contributions.shape[1]
+    rows = max(1, _BLOCK // max(n_b, 1))
+    best = np.empty(0, dtype=np.int64)
+    values = np.empty(0)
+    for start in range(0, len(contributions) if top > 0 else 0, rows):
+        flat = contributions[start : start + rows].ravel()
+        pick = np.argpartition(-flat, top - 1)[:top] if flat.size > top else np.arange(flat.size)
+        best = np.concatenate([best, pick + start * n_b])
+        values = np.concatenate([values, flat[pick]])
+        keep = np.lexsort((best, -values))[:top]
+        best, values = best[keep], values[keep]
+    return best
+
+
 def _top_pairs(contributions: np.ndarray, tok_a: Tokens, tok_b: Tokens, top: int) -> list[dict[str, Any]]:
-    order = np.argsort(-contributions, axis=None)[:top]
+    order = _top_flat(contributions, top)
     pairs = []
     for flat in order:
         i, j = np.unravel_index(flat, contributions.shape)
@@ -244,7 +327,9 @@ def _top_pairs(contributions: np.ndarray, tok_a: Tokens, tok_b: Tokens, top: int
     return pairs
 
 
-def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: float) -> Explanation:
+def _attention_view(
+    model: Encoder, a: str, b: str, spec: EmbedSpec, processor: PostProcessor | None, score: float
+) -> Explanation:
     from .attention import attention_of
 
     layer = max(1, max(spec.layers))
@@ -259,23 +344,24 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         if spec.long is LongText.WINDOW and counted.n_dropped:
             raise InvalidInput(
                 f"text {name} is {counted.n_dropped} tokens past the model's limit ({model.max_tokens}) and "
-                f"{spec.pooling.value} pooling has no exact split: its view, the [CLS] attention, is "
-                "within one window; use long='truncate', or an exact pooling (mean) to explain it window "
+                f"{spec.pooling.value} pooling has no exact split: its view, the first token's attention, "
+                "is within one window; use long='truncate', or an exact pooling (mean) to explain it window "
                 "by window"
             )
         tokens, weights = attention_of(model, read, long=long, tokens=counted)
         rows.append((_in_given_text(tokens, spec), weights[layer - 1].mean(axis=0)[0].astype(np.float64)))
     (tok_a, row_a), (tok_b, row_b) = rows
+    first = tok_a.tokens[0]  # the model's own first token: [CLS], or <s> (RoBERTa, XLM-R, MPNet)
     note = (
         f"not an exact attribution: {spec.pooling.value} pooling reads one vector that depends on every "
-        f"token through the layers, so no exact split exists; shown is layer {layer}'s [CLS] attention "
-        "row, averaged over heads (what [CLS] read in its last step). Exact splits: "
-        f"{_exact_names()}{_prompt_said(spec)}"
+        f"token through the layers, so no exact split exists; shown is layer {layer}'s {first} attention "
+        f"row, averaged over heads (what {first} read in its last step). Exact splits: "
+        f"{_exact_names()}{_prompt_said(spec, attention=True)}"
     )
     return Explanation(
         score=score,
         exact=False,
-        method=f"[CLS] attention at layer {layer} (approximate)",
+        method=f"{first} attention at layer {layer} (approximate)",
         note=note,
         tokens_a=tok_a.tokens,
         tokens_b=tok_b.tokens,
@@ -285,7 +371,7 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         share_b=row_b,
         contributions=None,
         top_pairs=[],
-        spec=_spec(spec, None),
+        spec=_spec(spec, processor),  # the post that made the score, as similarity's spec says it
         text_a=a,
         text_b=b,
     )
@@ -303,15 +389,18 @@ def _in_given_text(tokens: Tokens, spec: EmbedSpec) -> Tokens:
     return replace(tokens, offsets=offsets)
 
 
-def _prompt_said(spec: EmbedSpec) -> str:
-    """The note's sentence on a prompt the model read before each text (empty without one)."""
+def _prompt_said(spec: EmbedSpec, *, attention: bool = False) -> str:
+    """The note's sentence on a prompt the model read before each text (empty without one); `attention`:
+    the shares shown are an attention row, which weighs the prompt's tokens whatever pooling does."""
     if not spec.prompt:
         return ""
-    pooled = (
-        "they hold no share: the model's include_prompt is false, so pooling leaves them out"
-        if spec.prompt_length
-        else "they are pooled with the text (include_prompt true)"
-    )
+    if attention:
+        why = "false: pooling leaves them out, attention reads them" if spec.prompt_length else "true"
+        pooled = f"the attention row weighs them as any token (include_prompt {why})"
+    elif spec.prompt_length:
+        pooled = "they hold no share: the model's include_prompt is false, so pooling leaves them out"
+    else:
+        pooled = "they are pooled with the text (include_prompt true)"
     return (
         f"; the model read the prompt {spec.prompt!r} before each text: its tokens come first, at offsets "
         f"(0, 0), and {pooled}"
@@ -358,7 +447,7 @@ def _first_rows_view(
     note = (
         f"exact, and trivial: at layer 0 (the embedding output, before any attention) {spec.pooling.value} "
         "pooling reads the first token's own embedding row, which depends on no other token; "
-        f"{why}. A layer above 0 shows what [CLS] reads{_prompt_said(spec)}."
+        f"{why}. A layer above 0 shows what {first_a} reads{_prompt_said(spec)}."
     )
     return Explanation(
         score=score,
@@ -387,17 +476,25 @@ def plot_explanation(result: Explanation, path: str | Path, *, overwrite: bool =
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path = picture_file(path, overwrite=overwrite)
     n, m = len(result.tokens_a), len(result.tokens_b)
-    figure = Figure(figsize=(1.5 + 0.45 * m, 1.2 + 0.4 * n))
+    if max(n, m) > PICTURE_TOKENS:
+        raise InvalidInput(
+            f"a picture draws at most {PICTURE_TOKENS} tokens a side, and text a has {n}, text b {m}: "
+            "explain shorter texts, or leave the picture out and read the top pairs (top_k)"
+        )
+    path = picture_file(path, overwrite=overwrite)
+    # Each token's cell as wide as fits the picture's bounded size, and its label as tall as the cell.
+    cell_b = min(0.45, (_PICTURE_INCHES - 1.5) / max(m, 1))
+    cell_a = min(0.4, (_PICTURE_INCHES - 1.2) / max(n, 1))
+    figure = Figure(figsize=(1.5 + cell_b * m, 1.2 + cell_a * n))
     FigureCanvasAgg(figure)
     ax = figure.add_subplot()
     if result.contributions is not None:
         values = result.contributions
         bound = float(np.abs(values).max()) or 1.0
         image = ax.imshow(values, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto")
-        ax.set_xticks(range(m), result.tokens_b, rotation=60, ha="right")
-        ax.set_yticks(range(n), result.tokens_a)
+        ax.set_xticks(range(m), result.tokens_b, rotation=60, ha="right", fontsize=_label_points(cell_b))
+        ax.set_yticks(range(n), result.tokens_a, fontsize=_label_points(cell_a))
         ax.set_title(f"cosine {result.score:.4f} = sum of these {values.size} token-pair contributions")
         figure.colorbar(image, ax=ax, label="contribution")
     else:
@@ -408,13 +505,19 @@ def plot_explanation(result: Explanation, path: str | Path, *, overwrite: bool =
         for row, (tokens, values) in enumerate(
             ((result.tokens_a, result.share_a), (result.tokens_b, result.share_b))
         ):
+            size = min(7.0, _label_points(cell_b))
             for col, (token, value) in enumerate(zip(tokens, values, strict=True)):
-                ax.text(col, row, f"{token}\n{value:.2f}", ha="center", va="center", fontsize=7, color="w")
+                ax.text(col, row, f"{token}\n{value:.2f}", ha="center", va="center", fontsize=size, color="w")
         ax.set_yticks([0, 1], ["a", "b"])
         ax.set_xticks([])
         ax.set_title(f"cosine {result.score:.4f}; NOT exact: {result.method}")
     figure.savefig(path, dpi=110, bbox_inches="tight")
     return path
+
+
+def _label_points(cell: float) -> float:
+    """A label's font size, points, that fits a cell `cell` inches wide (10, matplotlib's, where it fits)."""
+    return max(3.0, min(10.0, 0.8 * 72 * cell))
 
 
 def picture_file(path: str | Path, *, overwrite: bool = False) -> Path:

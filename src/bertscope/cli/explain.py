@@ -81,7 +81,7 @@ def explain(
     """Why two texts score what they score: the cosine split into token-pair contributions.
 
     Exact for mean, mean_sqrt_len, first_last_avg and max pooling (through --post too); cls and pooler
-    show the [CLS] attention row instead, marked as not exact.
+    show the first token's ([CLS]) attention row instead, marked as not exact.
     Example: `bertscope explain "The cat sat on the mat." "A dog lay on the rug." -p mean -o why.png`
     """
     top = old_spelling(top, old_top, name="--top-k", old="--top", default=10)
@@ -107,7 +107,10 @@ def explain(
             share = pair["contribution"] / result.score if result.score else float("nan")
             table.add_row(pair["token_a"], pair["token_b"], f"{pair['contribution']:+.4f}", f"{share:.1%}")
         out.print(table)
-    heading = "share of the score" if result.exact else "[CLS] attention (not exact)"
+    if result.contributions is None:  # the model's own first token: [CLS], or <s> (RoBERTa, XLM-R, MPNet)
+        heading = f"{result.tokens_a[0]} attention (not exact)"
+    else:  # not exact where they were measured not to sum to the score (the note says by how much)
+        heading = "share of the score" + ("" if result.exact else " (not exact)")
     table = Table("a", "", "b", "", title=f"each token: {heading}")
     for row in range(max(len(result.tokens_a), len(result.tokens_b))):
         a_cells = _cells(result.tokens_a, result.share_a, row)
