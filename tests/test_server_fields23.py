@@ -1,5 +1,5 @@
-"""A field bertscope's own body lacks is said by what it is (audit 23): another route's field names the routes
-that take it ("pooling" on /v2/embed_tokens), a near miss names the field meant; TEI's bodies keep TEI's line."""
+"""A field bertscope's own body lacks is said by what it is (audit 23): another route's field names the
+routes that take it ("pooling" on /embed_tokens), a near miss names the field meant; TEI's keep TEI's line."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _detail(client: Any, route: str, body: dict[str, Any]) -> str:
 
 def test_another_routes_field_names_the_routes_that_take_it(client: Any) -> None:
     said = _detail(client, "/embed_tokens", {"inputs": "hi", "pooling": "cls"})
-    assert said == "pooling: not a field of this route (POST /v2/embed and 3 more take it): drop it here"
+    routes = "POST /v2/embed, POST /v2/similarity and 2 more"
+    assert said == f"pooling: not a field of this route ({routes} take it): drop it here"
     said = _detail(client, "/v2/embed", {"inputs": "hi", "subword": "mean"})
     assert said == "subword: not a field of this route (POST /embed_tokens takes it): drop it here"
 
@@ -46,3 +47,14 @@ def test_an_unknown_name_and_teis_bodies_keep_pydantics_line(client: Any) -> Non
     assert client.post("/embed", json={"inputs": "hi", "subword": "mean"}).json()["error"] == (
         "subword: Extra inputs are not permitted"
     )
+
+
+def test_every_bertscope_body_says_so(client: Any) -> None:
+    """Bodies that take no other API's names (/attention, /occurrences) still say another route's field,
+    and their own fields are named from other routes (top_k: /explain and /occurrences)."""
+    assert _detail(client, "/attention", {"inputs": "hi", "pooling": "cls"}).startswith(
+        "pooling: not a field of this route (POST /v2/embed, POST /v2/similarity and"
+    )
+    said = _detail(client, "/v2/embed", {"inputs": "hi", "top_k": 3})
+    routes = "POST /static, POST /explain and POST /occurrences"
+    assert said == f"top_k: not a field of this route ({routes} take it): drop it here"

@@ -15,7 +15,7 @@ from bertscope.core import pooling
 from bertscope.errors import InvalidInput, TruncatedTextsWarning
 from bertscope.io import levels
 from bertscope.io.occurrences import occurrence_vectors, search_occurrences
-from bertscope.io.sink_settings import settings_diff
+from bertscope.io.sink_settings import going_on, settings_diff
 from bertscope.verify.store import verify_store
 
 # 61 words and "token" fill the tiny model's 64 tokens with [CLS] and [SEP]: "##ization" is cut
@@ -86,16 +86,21 @@ def test_a_text_with_no_whole_word_is_refused_by_its_line(
     corpus = tmp_path / "long.txt"
     corpus.write_text("hello there\nx" + "qz" * 45 + "\n")
     with pytest.raises(InvalidInput, match=r"long\.txt:2: the text's first word is longer than the model's "
-                       r"64-token limit.*--long window"):  # fmt: skip
+                       r"64-token limit.*--long window, in a new output"):  # fmt: skip
         bertscope.embed_corpus(corpus, tmp_path / "w.parquet", model=tiny_models["bert"], level="words",
                                progress=False)  # fmt: skip
     assert not (tmp_path / "w.parquet").exists()
 
 
 def test_going_on_with_an_older_store_says_why_the_same_options_cannot() -> None:
-    said = settings_diff({"level": "words"}, {"level": "words", "whole_words": True})
-    assert said.startswith("whole_words: None then, True now (a word the truncation cut gets no word row")
-    assert "write to a new output" in said
+    older, now = {"level": "words"}, {"level": "words", "whole_words": True}
+    said = settings_diff(older, now)
+    rule = "(the older rows keep a word the truncation cut; rows made now leave it out)"
+    assert said == f"whole_words: None then, True now {rule}"
+    assert going_on(older, now).startswith("the rest cannot be made as the older rows were: start again with")
+    assert going_on({"level": "words", "layers": [1]}, {"level": "words", "layers": [2]}).startswith(
+        "resume with"
+    )
 
 
 @pytest.mark.parametrize("level", ["tokens", "older words"])
@@ -121,3 +126,61 @@ def test_occurrences_leave_out_the_start_of_a_cut_word(
     assert [h.id for h in searched.hits] == ["1"] and searched.n_occurrences == 1
     hits, vectors = occurrence_vectors(store, word="token")
     assert [h.id for h in hits] == ["1"] and len(vectors) == 1
+
+
+def _token_store(tmp_path: Path, model: bertscope.Model, text: str = CUT) -> Path:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"the token is here\n{text}\n")
+    store = tmp_path / "tokens.parquet"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedTextsWarning)
+        bertscope.embed_corpus(corpus, store, model=model, level="tokens", progress=False)
+    return store
+
+
+def test_listing_reads_the_store_tokenizer_without_loading_a_model(
+    tmp_path: Path, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing asks the store's folder's tokenizer alone: no model is loaded for it."""
+    store = _token_store(tmp_path, bertscope.load(str(tiny_dirs["bert"]), device="cpu"))
+    from bertscope.core import loaders
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was loaded to list occurrences")
+
+    monkeypatch.setattr(loaders, "load_model", no_load)
+    assert [h.id for h in search_occurrences(store, word="token").hits] == ["1"]
+
+
+def test_listing_goes_on_when_the_model_folder_moved(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    """A store whose model folder is gone still lists (the cut cannot be told there: kept, as before)."""
+    import shutil
+
+    folder = shutil.copytree(tiny_dirs["bert"], tmp_path / "moved")
+    store = _token_store(tmp_path, bertscope.load(str(folder), device="cpu"))
+    shutil.rmtree(folder)
+    assert [h.id for h in search_occurrences(store, word="token").hits] == ["1", "2"]
+
+
+def test_the_cut_is_told_at_the_stores_limit_whatever_the_models(
+    tmp_path: Path, tiny_dirs: dict[str, Path], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """A store cut at 32 tokens, searched with a model loaded at its own 64: the store's cut is read."""
+    short = bertscope.load(str(tiny_dirs["bert"]), device="cpu", max_tokens=32)
+    store = _token_store(tmp_path, short, "word " * 29 + "tokenization here")
+    found = search_occurrences(store, word="token", context="my token was good", model=tiny_models["bert"])
+    assert [h.id for h in found.hits] == ["1"] and found.n_occurrences == 1
+
+
+def test_a_windowed_word_store_records_no_rule(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """Only a cut splits a word: a store made with long='window' records no whole_words, and so goes on
+    with one made before the rule."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(f"the token is here\n{CUT}\n")
+    store = tmp_path / "window.parquet"
+    bertscope.embed_corpus(
+        corpus, store, model=tiny_models["bert"], level="words", long="window", progress=False
+    )
+    assert "whole_words" not in json.loads(pq.read_schema(store).metadata[b"bertscope"])

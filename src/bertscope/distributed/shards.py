@@ -28,7 +28,7 @@ from ..io.checksums import vector_names
 from ..io.parquet_checked import CheckedParquet, write_checked
 from ..io.parquet_sink import PARQUET_META_KEY
 from ..io.parts_sink import write_settings
-from ..io.sink_settings import settings_diff, settings_differ
+from ..io.sink_settings import going_on, settings_diff, settings_differ
 from .units import UNIT, Unit
 
 __all__ = [
@@ -160,7 +160,7 @@ def _refuse_other_settings(out: Path, stored: dict[str, Any], asked: dict[str, A
     if settings_differ(stored, asked):
         raise CorpusError(
             f"{out}: the unfinished job was started with other settings ({settings_diff(stored, asked)}); "
-            "resume with the same options, or start again with overwrite=True (--overwrite)"
+            + going_on(stored, asked)
         )
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core._enums import Combine, Level, Pooling, Precision, SubwordPooling
+from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.engine import OnBatch
 from ..core.pooling import pool_words, text_words, whole_words
@@ -405,7 +405,9 @@ class WordLevel(_PieceLevel):
 
     def recorded(self) -> dict[str, Any]:
         """The piece-level settings, how pieces pool into words, and that a cut word gets no row."""
-        rule = {"whole_words": True} if self.whole_words else {}  # an older store's settings lack it
+        # an older store's settings lack it; only a cut (long="truncate") can split a word
+        cuts = self.spec.long is LongText.TRUNCATE
+        rule = {"whole_words": True} if self.whole_words and cuts else {}
         return {**super().recorded(), "subword": self.subword.value, **rule}
 
     def as_stored(self, settings: dict[str, Any]) -> None:
@@ -425,7 +427,8 @@ class WordLevel(_PieceLevel):
                 raise InvalidInput(
                     f"{text_named('text', index)}'s first word is longer than the model's "
                     f"{self.model.engine.tokenizer.max_tokens}-token limit, so long='truncate' leaves no "
-                    "whole word of it: long='window' (--long window) reads it whole"
+                    "whole word of it to store: shorten that word or leave the text out; long='window' "
+                    "(--long window, in a new output) reads it whole"
                 )
             counts.append(len(groups))
             dropped.append(tok.n_dropped)

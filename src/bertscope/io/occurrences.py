@@ -44,7 +44,7 @@ from .index_copy import CheckedCopy
 from .level_table import level_of
 from .levels import unpooled_spec, vector_columns
 from .parquet_checked import CheckedParquet
-from .query import model_for, same_model
+from .query import model_for, recorded_limit, same_model
 from .stores import Store, open_store
 
 __all__ = [
@@ -299,8 +299,12 @@ class _CutWords:
     """Whether a stored text's last word is one the truncation cut ("bank" of bank ##note), which is no
     use of the word: asked of the token rows (which keep every piece) and of the word rows of a store
     written before word rows left such a word out (`whole_words` not in its settings), only for a cut
-    text (`truncated`) that keeps its text and whose last word is the one searched for. The store's
-    tokenizer tells (`Tokens.last_word_cut`), from `model` or the store's own model, loaded once."""
+    text (`truncated`) that keeps its text and whose last word is the one searched for.
+
+    The store's tokenizer tells (`Tokens.last_word_cut`), at the store's recorded limit: `model`'s (the
+    caller's, checked as the store's), else read from the store's model folder alone (no model is
+    loaded). Where neither can be had (the folder moved away, a hub name), the word is kept, as before.
+    """
 
     def __init__(self, store: Store, model: Any) -> None:
         self.store = store
@@ -308,15 +312,35 @@ class _CutWords:
         self.asked = bool(store.settings.get("long", "truncate") == "truncate") and not (
             store.settings.get("level") == "words" and store.settings.get("whole_words")
         )
+        self._tokenizer: Any = None
 
     def __call__(self, text: str) -> bool:
         """Whether the truncation cut `text`'s last kept word, as the store's rows were made."""
         from ..core._enums import LongText
 
-        if self.model is None:
-            self.model = model_for(self.store.settings, None, store_limit=True)
+        tokenizer = self._tokenizer or self._store_tokenizer()
+        if tokenizer is None:
+            return False
+        self._tokenizer = tokenizer
         prompt = self.store.settings.get("prompt") or ""  # an older store's default prompt, as recorded
-        return self.model.engine.tokenizer.encode_fitted([prompt + text], LongText.TRUNCATE)[0].last_word_cut
+        return bool(tokenizer.encode_fitted([prompt + text], LongText.TRUNCATE)[0].last_word_cut)
+
+    def _store_tokenizer(self) -> Any:
+        """The store's tokenizer cutting at its recorded limit, or None where it cannot be read."""
+        from ..core.folder import FolderView
+        from ..core.tokens import TextTokenizer
+
+        own = getattr(getattr(self.model, "engine", None), "tokenizer", None)
+        if own is None:
+            try:
+                view = FolderView.open(self.store.settings.get("model_arg"))
+            except (OSError, ValueError, BertscopeError):  # a folder moved or damaged: listing goes on
+                return None
+            if view is None:
+                return None
+            own = view.text_tokenizer
+        limit = recorded_limit(self.store.settings) or own.max_tokens
+        return TextTokenizer(own.backend, max_tokens=limit, token_types=own.token_types)
 
 
 def _matches(

@@ -22,7 +22,7 @@ from ..errors import CorpusError
 from .checksums import refuse_non_finite
 from .readers import Record
 from .sink_base import RecordDigest, Sink, fewer_records, other_input
-from .sink_settings import settings_diff, settings_differ
+from .sink_settings import going_on, settings_diff, settings_differ
 
 # How a job whose saved parts fail their checks is made again.
 __all__ = [
@@ -181,8 +181,7 @@ def _refuse_other_settings(path: Path, state: Path, settings: dict[str, Any]) ->
     if settings_differ(stored, settings):
         raise CorpusError(
             f"{path}: the unfinished job was started with other settings "
-            f"({settings_diff(stored, settings)}); "
-            "resume with the same options, or start again with overwrite=True (--overwrite)"
+            f"({settings_diff(stored, settings)}); " + going_on(stored, settings)
         )
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from ..core.fingerprint_facts import flatten
 from .checksums import ROW_CHECKS_KEY
 
-__all__ = ["settings_diff", "settings_differ"]
+__all__ = ["going_on", "settings_diff", "settings_differ"]
 
 
 def settings_differ(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
@@ -56,12 +56,23 @@ _DEFAULTS = {"level": "sentence", "precision": "float32"}  # io.levels' defaults
 _EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
 # Rules a store records that no option sets: what the difference means, for a store made before them
 # (the same options cannot reproduce it; only a new output can).
-_RULES = {
-    "whole_words": (
-        " (a word the truncation cut gets no word row since a later bertscope; the older rows keep it,"
-        " so the rest cannot be made as they were: write to a new output)"
-    )
-}
+_RULES = {"whole_words": " (the older rows keep a word the truncation cut; rows made now leave it out)"}
+_RULE_FIX = (
+    "the rest cannot be made as the older rows were: start again with overwrite=True (--overwrite), "
+    "or write to a new output"
+)
+
+
+_RESUME_FIX = "resume with the same options, or start again with overwrite=True (--overwrite)"
+
+
+def going_on(stored: dict[str, Any], asked: dict[str, Any], fix: str = _RESUME_FIX) -> str:
+    """How to go on where settings differ: `fix` (the same options, --overwrite), or where a rule that no
+    option sets differs (`_RULES`: an older store's), only a new start, since no option makes it again."""
+    same_level = stored.get("level") == asked.get("level")
+    return _RULE_FIX if same_level and any(stored.get(k) != asked.get(k) for k in _RULES) else fix
+
+
 # Settings that stores carry since a later version: a store made before goes on without comparing them.
 _LATER = ("fingerprint", "keep_text")
 

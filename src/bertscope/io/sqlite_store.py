@@ -45,7 +45,7 @@ from .checksums import (
 from .npy_sink import npy_parts
 from .readers import Record
 from .sink_base import Sink
-from .sink_settings import settings_diff, settings_differ
+from .sink_settings import going_on, settings_diff, settings_differ
 from .sqlite_reader import REPLACING, list_collections, replacement_of
 from .sqlite_rows import (
     changed_rows,
@@ -178,8 +178,12 @@ class SqliteSink(Sink):
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
                     f"({settings_diff(stored, settings)}); "
-                    "use another collection= (--collection), the same options, or overwrite=True "
-                    "(--overwrite) to replace it"
+                    + going_on(
+                        stored,
+                        settings,
+                        "use another collection= (--collection), the same options, or overwrite=True "
+                        "(--overwrite) to replace it",
+                    )
                 )
         if row is not None:  # its rows are copied by content (`pending`): only from rows they prove
             refuse_unproven(self.db, self.collection, path)

@@ -40,7 +40,7 @@ from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import CorpusLevel, LevelOptions, Rows, WordLevel
 from ..io.readers import Record, Rejects, read_corpus, refuse_fields_without_records
 from ..io.sink_base import RecordDigest, Sink
-from ..io.sink_settings import settings_diff, settings_differ
+from ..io.sink_settings import going_on, settings_diff, settings_differ
 from ..static import refuse_replacing, stand_in, written_files
 
 if TYPE_CHECKING:
@@ -264,7 +264,8 @@ class AggregateSink(Sink):
             if settings_differ(stored, settings):
                 raise CorpusError(
                     f"{folder}: the unfinished aggregation was started with other settings "
-                    f"({settings_diff(stored, settings)}); resume with the same options, or --overwrite"
+                    f"({settings_diff(stored, settings)}); "
+                    + going_on(stored, settings, "resume with the same options, or --overwrite")
                 )
             if (folder / _STATE).exists():
                 self.done, self.saved_input = self.running.load(folder / _STATE)

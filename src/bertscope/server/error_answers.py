@@ -232,11 +232,12 @@ def other_names(
     errors: list[Any], model: type[BaseModel] | None, *, taken_by: dict[str, list[str]] | None = None
 ) -> list[Any]:
     """pydantic's errors, an unknown field said by what it is, on bertscope's own bodies only
-    (`Strict.names_elsewhere`: TEI's keep TEI's plain refusal): a name another API uses
+    (`Strict.own_body`: TEI's keep TEI's plain refusal): a name another API uses
     (`normalize_embeddings`) with the field this route's body has instead ("bertscope calls it
-    normalize"); a field of other routes (`taken_by`: name -> "POST /embed", ...) with the routes that
-    take it ("pooling" on /embed_tokens); a near miss ("layer" -> "layers") with the field meant."""
-    if model is None or not getattr(model, "names_elsewhere", False):
+    normalize", on the bodies that set `Strict.names_elsewhere`); a field of other routes (`taken_by`:
+    name -> "POST /v2/embed", ...) with the routes that take it ("pooling" on /embed_tokens); a near miss
+    ("poolng" -> "pooling") with the field meant."""
+    if model is None or not getattr(model, "own_body", False):
         return errors
     said = []
     for err in errors:
@@ -244,7 +245,7 @@ def other_names(
         if err.get("type") != "extra_forbidden" or len(loc) != 1 or not isinstance(loc[0], str):
             said.append(err)
             continue
-        known = _OTHER_NAMES.get(loc[0])
+        known = _OTHER_NAMES.get(loc[0]) if getattr(model, "names_elsewhere", False) else None
         if known is not None and known[0] in model.model_fields:
             err = {**err, "msg": known[1] or as_fields(named_elsewhere(loc[0]) or "", model)}
         elif hint := _unknown_field(loc[0], model, (taken_by or {}).get(loc[0], [])):
@@ -257,23 +258,22 @@ def _unknown_field(name: str, model: type[BaseModel], routes: list[str]) -> str:
     """What a field this body lacks is: another route's ("POST /embed takes it"), or a near miss of
     one it has ("did you mean"); '' where neither (pydantic's own line stays)."""
     if routes:
-        others = f" and {len(routes) - 1} more take" if len(routes) > 1 else " takes"
-        return f"not a field of this route ({routes[0]}{others} it): drop it here"
+        named = routes if len(routes) <= 3 else [*routes[:2], f"{len(routes) - 2} more"]
+        who = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+        return f"not a field of this route ({who} {'takes' if len(routes) == 1 else 'take'} it): drop it here"
     fields = [info.alias or field for field, info in model.model_fields.items()]
     near = difflib.get_close_matches(name, fields, n=1, cutoff=0.75)
     return f'not a field of this route: did you mean "{near[0]}"?' if near else ""
 
 
 def _bodies_elsewhere(request: Request) -> dict[str, list[str]]:
-    """Each field of bertscope's own bodies (`names_elsewhere`), with the routes that take it
+    """Each field of bertscope's own bodies (`Strict.own_body`), with the routes that take it
     ("POST /v2/embed")."""
     routes: dict[str, list[str]] = {}
     for route in getattr(request.app, "routes", ()):
         field = getattr(route, "body_field", None)
         body = getattr(getattr(field, "field_info", None), "annotation", None)
-        if not (
-            isinstance(body, type) and issubclass(body, BaseModel) and getattr(body, "names_elsewhere", False)
-        ):
+        if not (isinstance(body, type) and issubclass(body, BaseModel) and getattr(body, "own_body", False)):
             continue
         methods = ", ".join(sorted(m for m in getattr(route, "methods", ()) if m != "HEAD"))
         for name, info in body.model_fields.items():

@@ -85,7 +85,13 @@ def _no_pairs(given: Any) -> Any:
     return given
 
 
-class TEIEmbedRequest(Strict):
+class _TEIBody(Strict):
+    """A body of TEI's API: refused as TEI refuses it, unknown fields in pydantic's words."""
+
+    own_body = False
+
+
+class TEIEmbedRequest(_TEIBody):
     """TEI's EmbedRequest: `inputs` is a text, a list of texts, or token ids (with --token-ids model)."""
 
     _pairs = model_validator(mode="before")(_no_pairs)
@@ -103,7 +109,7 @@ class TEIEmbedRequest(Strict):
     ] = Field(None, description="Keep the first N dimensions (unit length again when normalize).")
 
 
-class TEIEmbedAllRequest(Strict):
+class TEIEmbedAllRequest(_TEIBody):
     """TEI's EmbedAllRequest: text or texts (token ids are refused here)."""
 
     inputs: Annotated[str | list[str], TEI_TEXTS] = Field(examples=["I like eating bread"])
@@ -112,32 +118,32 @@ class TEIEmbedAllRequest(Strict):
     prompt_name: Annotated[str | None, named("prompt")] = None
 
 
-class TEISimilarityInput(Strict):
+class TEISimilarityInput(_TEIBody):
     source_sentence: Annotated[str, TEI_TEXT]
     # Empty is TEI's 400 (error_type "Empty"), checked in the handler, not pydantic's 422.
     sentences: Annotated[list[str], TEI_SENTENCES]
 
 
-class TEISimilarityParameters(Strict):
+class TEISimilarityParameters(_TEIBody):
     truncate: StrictBool | None = False
     truncation_direction: _Direction = "right"
     prompt_name: Annotated[str | None, named("prompt")] = None
 
 
-class TEISimilarityRequest(Strict):
+class TEISimilarityRequest(_TEIBody):
     """TEI's SimilarityRequest: `{"inputs": {"source_sentence", "sentences"}, "parameters"}`."""
 
     inputs: TEISimilarityInput
     parameters: TEISimilarityParameters | None = None
 
 
-class TEITokenizeRequest(Strict):
+class TEITokenizeRequest(_TEIBody):
     inputs: Annotated[str | list[str], TEI_TEXTS]
     add_special_tokens: StrictBool = True
     prompt_name: Annotated[str | None, named("prompt")] = None
 
 
-class TEIDecodeRequest(Strict):
+class TEIDecodeRequest(_TEIBody):
     ids: Annotated[list[WholeInt] | list[list[WholeInt]], TEI_IDS]
     skip_special_tokens: StrictBool = True
 
