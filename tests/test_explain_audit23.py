@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope import explain as explaining
@@ -18,6 +19,7 @@ from bertscope.core.post import fit_post
 from bertscope.errors import TruncatedTextsWarning
 from bertscope.explain import Explanation, plot_explanation
 from bertscope.research.baseline import reference_sentences
+from bertscope.server import create_app
 from prompted import with_prompts
 
 A = "The animal did not cross the street because it was tired"
@@ -101,6 +103,39 @@ def test_picture_is_bounded_and_refused_past_its_tokens(tmp_path: Path) -> None:
     with pytest.raises(bertscope.InvalidInput, match=r"at most 100 tokens a side.*top pairs \(top_k\)"):
         plot_explanation(_explanation(explaining.PICTURE_TOKENS + 1), tmp_path / "over.png")
     assert not (tmp_path / "over.png").exists()
+
+
+@pytest.fixture(scope="module")
+def client(bundled: bertscope.Model) -> Iterator[TestClient]:
+    with TestClient(create_app(bundled)) as http:
+        yield http
+
+
+@pytest.mark.parametrize(
+    ("asked", "axes"),
+    [
+        ({}, ("layers", "heads")),
+        ({"head": 2}, ("layers",)),
+        ({"mean_heads": True}, ("layers",)),
+        ({"layer": 2}, ("heads",)),
+        ({"layer": 2, "head": 2}, ()),
+        ({"layer": -1, "mean_heads": True}, ()),
+    ],
+)
+def test_attention_drops_each_axis_picked(
+    client: TestClient, bundled: bertscope.Model, asked: dict[str, Any], axes: tuple[str, ...]
+) -> None:
+    answer = client.post("/attention", json={"inputs": "hi", **asked})
+    assert answer.status_code == 200, answer.text
+    got = np.array(answer.json()["attention"])
+    full = bundled.attentions("hi")
+    sizes = {"layers": full.shape[0], "heads": full.shape[1]}
+    assert got.shape == (*(sizes[a] for a in axes), 3, 3)
+    picked = full.mean(axis=1) if asked.get("mean_heads") else full
+    picked = picked[:, asked["head"]] if "head" in asked else picked
+    if "layer" in asked:
+        picked = picked[asked["layer"] - 1 if asked["layer"] > 0 else asked["layer"]]
+    np.testing.assert_allclose(got, picked, atol=1e-5)
 
 
 def test_cls_explanation_spec_names_its_post(bundled: bertscope.Model) -> None:

@@ -153,12 +153,10 @@ def _layer(req: AttentionRequest, n_layers: int, n_heads: int) -> int | None:
 
 
 def _pick(weights: np.ndarray, req: AttentionRequest, layer: int | None) -> np.ndarray:
-    """The slice of (layers, heads, tokens, tokens) weights asked: a layer, a head or the heads' mean."""
-    if layer is not None:
-        weights = weights[layer - 1 : layer]
+    """The slice of (layers, heads, tokens, tokens) weights asked, less each axis picked: a layer drops
+    the layers' axis, a head or the heads' mean drops the heads' (with or without a layer)."""
     if req.head is not None:
-        weights = weights[:, req.head : req.head + 1]
+        weights = weights[:, req.head]
     elif req.mean_heads:
-        weights = weights.mean(axis=1, keepdims=True)
-    picked = weights[0] if layer is not None else weights
-    return picked[0] if (req.head is not None or req.mean_heads) and layer is not None else picked
+        weights = weights.mean(axis=1)
+    return weights if layer is None else weights[layer - 1]
