@@ -4,6 +4,7 @@ the cut's hint, exact= and the prompt's sentence true of what is shown."""
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -136,6 +137,33 @@ def test_attention_drops_each_axis_picked(
     if "layer" in asked:
         picked = picked[asked["layer"] - 1 if asked["layer"] > 0 else asked["layer"]]
     np.testing.assert_allclose(got, picked, atol=1e-5)
+
+
+def test_attentions_from_threads_are_each_the_whole_model() -> None:
+    # The PyTorch module answers (sdpa): each call switches it to eager attention and back; a text long
+    # enough that one thread's forward is still running when another's switch back came.
+    m = bertscope.load(device="cpu", backend="torch")
+    assert m.hf_model.config._attn_implementation == "sdpa"
+    text = " ".join([A] * 8)
+    alone = m.attentions(text)
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for _ in range(40):
+                results.append(m.attentions(text))
+        except BaseException as exc:  # noqa: BLE001  # said by the assertion below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(results) == 120
+    for weights in results:
+        np.testing.assert_allclose(weights, alone, atol=1e-6)
 
 
 def test_cls_explanation_spec_names_its_post(bundled: bertscope.Model) -> None:

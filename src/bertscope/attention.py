@@ -41,6 +41,9 @@ _SAID_MISSES: set[Path] = set()
 _FALLBACK = "reading the weights from the PyTorch module"
 # The int8/bfloat16 models already told that their weights are the float32 graph's.
 _SAID_FLOAT: weakref.WeakSet[Encoder] = weakref.WeakSet()
+# Held from the switch to eager attention through the forward to the switch back: a second thread's
+# switch back (or its reading of the switched setting as the one to restore) mid-forward lost the weights.
+_EAGER = threading.Lock()
 
 
 def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
@@ -222,20 +225,22 @@ def _weights_fix(model: Encoder) -> str:
 
 @contextmanager
 def _eager(model: Encoder) -> Iterator[None]:
-    """The eager attention implementation for the block (sdpa and flash kernels return no weights)."""
-    hf_model = model.hf_model
-    before = getattr(hf_model.config, "_attn_implementation", None)
-    switch = before not in (None, "eager") and hasattr(hf_model, "set_attn_implementation")
-    if switch:
-        try:
-            hf_model.set_attn_implementation("eager")
-        except (ValueError, ImportError, NotImplementedError, AttributeError) as exc:
-            raise InvalidInput(
-                f"{model.loaded.source}: attention weights need eager attention (its {before} reports none), "
-                f"and its model class refuses it ({exc}); {_weights_fix(model)}"
-            ) from None
-    try:
-        yield
-    finally:
+    """The eager attention implementation for the block (sdpa and flash kernels return no weights), one
+    caller at a time: the module is shared, and its implementation is one setting for every thread."""
+    with _EAGER:
+        hf_model = model.hf_model
+        before = getattr(hf_model.config, "_attn_implementation", None)
+        switch = before not in (None, "eager") and hasattr(hf_model, "set_attn_implementation")
         if switch:
-            hf_model.set_attn_implementation(before)
+            try:
+                hf_model.set_attn_implementation("eager")
+            except (ValueError, ImportError, NotImplementedError, AttributeError) as exc:
+                raise InvalidInput(
+                    f"{model.loaded.source}: attention weights need eager attention (its {before} reports "
+                    f"none), and its model class refuses it ({exc}); {_weights_fix(model)}"
+                ) from None
+        try:
+            yield
+        finally:
+            if switch:
+                hf_model.set_attn_implementation(before)
