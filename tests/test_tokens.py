@@ -441,7 +441,7 @@ def test_any_iterable_of_texts_is_taken_as_a_list_is(bundled: bertscope.Model, g
         (lambda: _series(["a cat", float("nan")]), "text 1 is a float, not a string"),
         (lambda: np.array([1.5, 2.5], dtype=object), "text 0 is a float, not a string"),
         (lambda: (t for t in ["a", 3]), "text 1 is an int, not a string"),
-        (lambda: np.array([TWO, TWO]), "got a 2-D array"),
+        (lambda: np.array([[*TWO, "a fox"]]), "got a 2-D array with 3 columns"),
         (lambda: {"a": 1}, "not a dict: it would embed the keys"),
         (lambda: (t for t in []), "no texts given"),
     ],

@@ -394,14 +394,15 @@ def _texts_given(sentences: Any, options: dict[str, Any]) -> tuple[Any, dict[str
     return inputs, rest
 
 
+_ENCODE_TAKES = "encode takes a str or a list of str"
+
+
 def _as_list(sentences: Any) -> list[Any]:
     """The texts of `sentences` as a list, read as embed reads them (`text_items`: never an item's printed
-    form), and an (n, 2) array of strings as n (A, B) pairs, as sentence-transformers reads one."""
+    form; an (n, 2) array of strings as n (A, B) pairs, as sentence-transformers reads one)."""
     if isinstance(sentences, np.ndarray):
-        if sentences.ndim == 2 and sentences.shape[1] == 2 and sentences.dtype.kind in "UO":
-            return [tuple(row) for row in sentences.tolist()]  # each part checked as a text (check_texts)
-        return list(text_items(sentences, pairs=True))  # a 0-D or other 2-D array refused in one line
-    return texts_as_list(sentences, "encode takes a str or a list of str")
+        return list(text_items(sentences, pairs=True, takes=_ENCODE_TAKES))  # other arrays: one line
+    return texts_as_list(sentences, _ENCODE_TAKES)
 
 
 def texts_as_list(texts: Any, takes: str) -> list[Any]:

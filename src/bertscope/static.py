@@ -143,7 +143,7 @@ def token_ids(model: StaticSource, items: str | int | Sequence[str | int]) -> li
                 raise UnknownToken(_not_a_piece(model, item))
             ids.append(vocab[item])
         else:
-            row_id(item, rows)  # the check `embedding_rows` makes: 0..rows-1
+            row_id(item, rows, tokens=len(vocab))  # the check `embedding_rows` makes: 0..rows-1
             if int(item) not in model.id_to_token:
                 raise UnknownToken(f"token id {item} has a row in the matrix but no token in the tokenizer")
             ids.append(int(item))

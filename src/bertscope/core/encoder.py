@@ -253,7 +253,7 @@ class Encoder:
     def embedding_rows(self, ids: int | Sequence[int]) -> np.ndarray:
         """(n, width) float32 rows of the input embedding matrix, by id: each a whole number in
         0..rows-1 (`row_ids`: UnknownToken out of range, negative ones too; InvalidInput for another type)."""
-        checked = row_ids(ids, self.static_shape[0])
+        checked = row_ids(ids, self.static_shape[0], tokens=len(self.vocab))
         if self.light:
             assert self.loaded.view is not None
             return self.loaded.view.embedding_rows(checked)

@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine, Pooling
 from .families import Family
+from .given import past_rows
 from .layers import combine_layers
 from .loading import device_kind
 from .pooling import pool_sentences
@@ -206,12 +207,7 @@ class Engine:
             raise InvalidInput(f"token id {int(ids.min())} is out of range: ids are 0..{self.vocab_rows - 1}")
         if ids.size and ids.max() >= self.vocab_rows:
             # the tokenizer's own ids: tokens added to it without resizing the model's embeddings
-            raise InvalidInput(
-                f"token id {int(ids.max())} is past this model's {self.vocab_rows} embedding rows (ids "
-                f"0..{self.vocab_rows - 1}): its tokenizer has tokens the model has no row for; resize the "
-                "embeddings (transformers: model.resize_token_embeddings(len(tokenizer)), then save the "
-                "folder) or add words with `bertscope vocab add`"
-            )
+            raise InvalidInput(past_rows(int(ids.max()), self.vocab_rows))
         if self.type_rows is not None and self.family.uses_token_types and type_ids.size:
             if type_ids.max() >= self.type_rows:  # a pair's second text on a one-segment model
                 raise InvalidInput(

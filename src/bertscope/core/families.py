@@ -27,10 +27,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = [
-    "EmbeddingParts", "Family", "PoolerLayout", "decoder_note", "family_for", "known_activations",
-    "SUPPORTED",
-]  # fmt: skip
+# decoder_note and known_activations are the loader's and verify's (bertscope.families keeps these)
+__all__ = ["EmbeddingParts", "Family", "PoolerLayout", "family_for", "SUPPORTED"]
 
 PoolerFn = Callable[["torch.Tensor"], "torch.Tensor"]
 

@@ -1,0 +1,35 @@
+"""Follow-ups of audit 23's fixes in files their helpers did not own: `static` on a tokenizer larger than
+the embedding matrix says the engine's line (resize, or vocab add), and encode's array refusal opens in
+encode's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.errors import InvalidInput
+from console import run_main
+from tiny_models import build_tiny_model
+
+
+def test_static_names_the_fixes_for_an_id_past_the_rows(tmp_path: Path) -> None:
+    """The tokenizer gives ids the 60-row matrix lacks: said as past the rows, with both fixes, where it
+    said "token id N is out of range: this vocabulary has ids 0..59"."""
+    from transformers import AutoModel
+
+    folder = build_tiny_model("bert", tmp_path / "bert")
+    model = AutoModel.from_pretrained(folder)
+    model.resize_token_embeddings(60)
+    model.save_pretrained(folder)
+    ran = run_main("static", "horrible", "-m", str(folder))
+    assert ran.code == 1
+    assert "past this model's 60 embedding rows" in ran.stderr and "bertscope vocab add" in ran.stderr
+
+
+def test_encode_refuses_an_array_of_three_columns_in_its_own_words(bundled: bertscope.Model) -> None:
+    with pytest.raises(InvalidInput, match=r"^encode takes a str or a list of str, got a 2-D array with 3"):
+        bundled.encode(np.array([["a", "b", "c"]]))
+    assert bundled.encode(np.array([["a cat", "a dog"]])).shape == (1, 384)
