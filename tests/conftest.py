@@ -41,6 +41,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_docs.py": 105,
     "test_distributed.py": 79,
     "test_openvino.py": 37,
+    "test_explain_audit23.py": 20,
     "test_probe.py": 37,
     "test_light_modes.py": 27,
     "test_verify.py": 25,

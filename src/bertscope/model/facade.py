@@ -391,8 +391,9 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
         `top_k` largest listed (default 10; `top=` is its older spelling, still read).
 
         Exact for mean, mean_sqrt_len, first_last_avg and max (by dimension), with or without
-        mask_special, normalize and affine post-processing; cls and pooler get the [CLS] attention row,
-        marked as not exact (or refused with `exact=True`). Returns an `Explanation` (bertscope.explain).
+        mask_special, normalize and affine post-processing; cls and pooler get the first token's ([CLS],
+        <s>) attention row, marked as not exact (or refused with `exact=True`). Returns an `Explanation`
+        (bertscope.explain).
         """
         from ..explain import explain
 
