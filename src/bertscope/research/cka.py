@@ -11,7 +11,9 @@ sum y |x|^2 and sum |x|^2 |y|^2, from which the Gram-matrix formulas follow exac
               1^T K~ L~ 1 = sx^T X^T Y sy - sx^T sum x|y|^2 - sy^T sum y|x|^2 + sum |x|^2|y|^2
 
 Memory is the sums: (L_a+1) x d_a x (L_b+1) x d_b float64 (58 MB for the bundled model against
-itself), whatever the number of texts. Rows are shifted by the first batch's mean before summing (both
+itself, 0.80 GB for a BERT-base), whatever the number of texts: each batch's X^T Y is added into them one
+layer of A at a time (a product their size, made whole before adding it, doubled the peak), and one
+model's pairs (i, j >= i) once each. Rows are shifted by the first batch's mean before summing (both
 estimators are unchanged by a shift; it keeps float64 sums of large-mean BERT vectors exact).
 The linear estimator is biased upward when n is not much larger than d (a linear result over fewer than
 `FEW_ROWS` x d rows carries a `note` that says so); the debiased one removes that bias but scatters widely
@@ -57,6 +59,7 @@ __all__ = [
     "too_few_rows",
     "paired_rows",
     "Moments",
+    "Counted",
     "cka_of_arrays",
 ]
 
@@ -70,8 +73,12 @@ _WHY_FOUR = {
     False: "over 2 rows linear CKA is 1 for any two layers",
     True: "its HSIC divides by (n - 1)(n - 2)(n - 3)",
 }
-# A side whose rows all lie within this (relative, squared) of their mean is one vector repeated: CKA is 0/0.
+# A side of float32 rows that all lie within this (squared, relative to the rows' size) of their mean is one
+# vector repeated (CKA is 0/0): 1e-5 of the size, about 80 of float32's last bits, as a runtime varies a
+# text's vector by batch. float64 rows take as many of their own last bits (`_SAME_VECTOR_EPS`): rows 1e5
+# from the origin and 1 apart are 1e-10 apart relatively, and differ; narrower floats keep float32's bound.
 _SAME_VECTOR = 1e-10
+_SAME_VECTOR_EPS = float(np.finfo(np.float32).eps)
 # Below this many rows per dimension linear CKA reads high (400 rows of 384 dims: .535 linear, .478
 # debiased between two layers): the result says so.
 FEW_ROWS = 2
@@ -108,6 +115,7 @@ class CkaResult:
     n_rows: int
     settings: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
+    n_texts: int | None = None  # the texts the rows came from (None: rows given as arrays)
 
     def __repr__(self) -> str:
         level = self.settings.get("level")
@@ -118,13 +126,14 @@ class CkaResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: layers_a, layers_b, cka (rows: A's layers), how it was measured, and the note on
-        too few rows (null when none)."""
+        """JSON-able: layers_a, layers_b, cka (rows: A's layers), n_rows (tokens or texts, by the level)
+        and n_texts, how it was measured, and the note on too few rows (null when none)."""
         return {
             "layers_a": self.layers_a,
             "layers_b": self.layers_b,
             "cka": [[_num(v) for v in row] for row in self.cka],
             "n_rows": self.n_rows,
+            "n_texts": self.n_texts,
             "settings": self.settings,
             "note": self.note,
         }
@@ -145,6 +154,9 @@ class Moments:
         self.n = 0
         self._sums: dict[str, np.ndarray] = {}
         self._shift: tuple[np.ndarray, np.ndarray] | None = None
+        # per side, the largest float epsilon of the rows given (their last bit, relative): what "the same
+        # vector" allows
+        self._eps = {"x": 0.0, "y": 0.0}
         # distinct rows, as their keys (or hashes of their bytes), counted up to `_enough` (the most any
         # check needs)
         self._hashes: set[bytes] = set()
@@ -187,6 +199,8 @@ class Moments:
         """Add rows: a (n, L_a, d_a) and b (n, L_b, d_b) (b ignored when `same`); `keys`, one a row, say
         which rows are the same (the rows' own bytes where none are given)."""
         self._count(a, None if self.same else b, keys)
+        for side, rows in (("x", a), ("y", a if self.same or b is None else b)):
+            self._eps[side] = max(self._eps[side], _last_bit(rows))
         if self._shift is None:
             other = a if self.same or b is None else b
             self._shift = (a.mean(axis=0, dtype=np.float64), other.mean(axis=0, dtype=np.float64))
@@ -201,8 +215,22 @@ class Moments:
         if self.diagonal:
             self._add("xy", _gram(x, y))
         else:
-            n, la, da = x.shape
-            self._add("xy", (x.reshape(n, -1).T @ y.reshape(n, -1)).reshape(la, da, y.shape[1], -1))
+            self._add_cross(x, y)
+
+    def _add_cross(self, x: np.ndarray, y: np.ndarray) -> None:
+        """X^T Y of every layer pair added into the (L_a, d_a, L_b, d_b) sum one layer of A at a time: a
+        product the size of the whole sum, made before adding it, doubled the memory (2.7 GB for BERT-base
+        against itself, where the sum is 0.8 GB). One model: only pairs (i, j >= i), `matrix` reads the
+        others transposed."""
+        n, la, da = x.shape
+        lb, db = y.shape[1], y.shape[2]
+        if "xy" not in self._sums:
+            self._sums["xy"] = np.zeros((la, da, lb, db))
+        total = self._sums["xy"]
+        for i in range(la):
+            start = i if self.same else 0
+            right = y[:, start:].reshape(n, -1)
+            total[i, :, start:] += (x[:, i].T @ right).reshape(da, lb - start, db)
 
     def _side(self, name: str, z: np.ndarray) -> np.ndarray:
         """Sums of one side's rows alone; returns their squared lengths (n, L)."""
@@ -241,6 +269,8 @@ class Moments:
         )
         out = np.full(len(pairs), np.nan)
         for k, (i, j) in enumerate(pairs):
+            if self.same and j < i:  # one model: CKA(j, i) is CKA(i, j), and only j >= i is summed
+                continue
             xy = s["xy"][i] if self.diagonal else s["xy"][i, :, j]
             cross = _hsic(
                 xy, s["sx"][i], sy[j], s["xb"][i, :, j], s["ya"][j, :, i], s["ab"][i, j],
@@ -253,8 +283,10 @@ class Moments:
         if self.diagonal:
             return out
         out = out.reshape(la, lb)
-        # one model: CKA(i, j) is CKA(j, i); the two sums' float error differed in the 16th digit
-        return (out + out.T) / 2 if self.same else out
+        if not self.same:
+            return out
+        upper = np.triu(np.ones((la, la), dtype=bool))
+        return np.where(upper, out, out.T)  # symmetric exactly: each pair computed once
 
     def same_vector_layers(self, side: str = "x") -> list[int]:
         """The layers of one side ("x": A, "y": B) whose rows are all the same vector: no spread, so their
@@ -266,7 +298,8 @@ class Moments:
         assert self._shift is not None
         shift = self._shift[0 if side == "x" else 1]  # the rows' size before the shift
         scale = self.n * np.einsum("ld,ld->l", shift, shift) + lengths
-        return np.flatnonzero(spread <= _SAME_VECTOR * scale).tolist()
+        bound = _SAME_VECTOR * min(1.0, self._eps[side] / _SAME_VECTOR_EPS) ** 2
+        return np.flatnonzero(spread <= bound * scale).tolist()
 
     def _self_hsic(self, side: str, i: int, debiased: bool) -> float:
         s = self._sums
@@ -275,6 +308,11 @@ class Moments:
             s[f"g{side}"][i], total, total, weighted, weighted, s[f"q{side}"][i], lengths, lengths,
             self.n, debiased,
         )  # fmt: skip
+
+
+def _last_bit(rows: np.ndarray) -> float:
+    """The relative size of the rows' last bit: their float type's epsilon (float64's for integers)."""
+    return float(np.finfo(rows.dtype if np.issubdtype(rows.dtype, np.floating) else np.float64).eps)
 
 
 def _gram(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -459,9 +497,12 @@ def cka(
         model_given(other, "other")
     moments = Moments(same=other is None)
     width = 0
-    for a, b, keys in paired_rows(model, other, texts, level=how, progress=progress, total=total):
+    counted = Counted(texts)
+    for a, b, keys in paired_rows(model, other, counted, level=how, progress=progress, total=total):
         moments.add(a, b, keys=keys)
         width = max(a.shape[-1], 0 if b is None else b.shape[-1])
+    if counted.n == 0:  # not "CKA over 0 rows ... give more texts": there were none
+        raise InvalidInput(f"no texts given: give {MIN_ROWS[debiased]} texts or more")
     if moments.n < MIN_ROWS[debiased]:
         fix = "give more texts" + (
             ", or level='tokens' (every token a row)" if how is CkaLevel.SENTENCE else ""
@@ -477,8 +518,24 @@ def cka(
     }
     return CkaResult(
         list(range(model.n_layers + 1)), list(range(second.n_layers + 1)), matrix, moments.n, settings,
-        note=cka_note(moments, width, debiased=debiased),
+        note=cka_note(moments, width, debiased=debiased), n_texts=counted.n,
     )  # fmt: skip
+
+
+class Counted:
+    """`texts` passed through, counted as they are read (`n`): the texts a result was measured on."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self._texts = iter(texts)
+        self.n = 0
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        text = next(self._texts)
+        self.n += 1
+        return text
 
 
 def debiased_given(value: object) -> bool:
@@ -558,6 +615,6 @@ def few_rows_note(n_rows: int, width: int, *, distinct: int | None = None) -> st
     more = "distinct texts" if distinct is not None else "texts"
     return (
         f"{_counted(n_rows, distinct)} for {width} dimensions: linear CKA reads too high when the rows are "
-        f"not many more than the dimensions (here fewer than {FEW_ROWS}x); --debiased (debiased=True) "
+        f"not many more than the dimensions (here fewer than {FEW_ROWS}x); debiased=True (--debiased) "
         f"corrects it on average but scatters widely over few rows: give more {more}"
     )
