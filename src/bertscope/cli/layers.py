@@ -452,7 +452,41 @@ def compare_command(
         f"static rows: {changed} of the {vocab['shared']} shared rows changed, the others are identical",
         highlight=False,
     )
-    layers = Table("layer", "CKA", "mean cosine", title=f"per layer, {result.settings['n_tokens']} tokens")
+    if result.weights:
+        _weights_table(result)
+    layers = Table(
+        "layer", "output of", "CKA", "mean cosine",
+        title=f"per layer, {result.n_rows} tokens of {result.n_texts} texts",
+    )  # fmt: skip
     for r in result.layers:  # an undefined figure (nan: the note says why) is '-', as in --json's null
-        layers.add_row(str(r["layer"]), *(_fmt(_defined(r[key])) for key in ("cka", "mean_cosine")))
+        layers.add_row(
+            str(r["layer"]), r["output_of"], *(_fmt(_defined(r[key])) for key in ("cka", "mean_cosine"))
+        )
     out.print(layers)
+    out.print(_first_changed(result.first_changed_layer), highlight=False)
+
+
+def _weights_table(result: Any) -> None:
+    """Per part, the weights' relative change, and a line naming the parts that changed."""
+    table = Table("part", "parameters", "relative change", title="weights: |W_B - W_A| / |W_A| per part")
+    for r in result.weights:
+        table.add_row(r["part"], str(r["parameters"]), _fmt(_defined(r["relative_change"])))
+    out.print(table)
+    changed, parts = result.changed_parts, len(result.weights)
+    if not changed:
+        said = "identical in every part"
+    else:
+        rest = "" if len(changed) == parts else "; the others are identical"
+        said = f"{', '.join(changed)} changed{rest}"
+    out.print(f"weights: {said}", highlight=False)
+
+
+def _first_changed(layer: int | None) -> str:
+    """Where the outputs first differ: a change in block k shows in layers k + 1 .. L, the last often most."""
+    if layer is None:
+        return "layer outputs: identical at every layer"
+    part = "the embeddings" if layer == 0 else f"block {layer - 1}"
+    return (
+        f"layer outputs: first differ at layer {layer} (the output of {part}); a block's change moves "
+        "every layer after it"
+    )

@@ -9,48 +9,75 @@ the mean cosine between the two vectors of each token (nan where a token's vecto
 a zero vector has no direction; the note names the layers). Vocabularies that differ are compared on the
 pieces they share (said in `vocabulary`); the layers then need texts that both tokenizers cut the same
 way, or the comparison stops with a clear error.
+
+Weights: which parts of the model fine-tuning changed, read from the two folders' safetensors without
+torch (`weight_changes`): per part (the embeddings, each encoder block, the rest: pooler, final norm) the
+relative change |W_b - W_a| / |W_a| over its parameters. The layers cannot say it: layer k is the output
+of block k - 1 (layer 0 the embedding layer's), so a change in block k moves every layer from k + 1 on,
+the last often most. `first_changed_layer` is the first layer whose token vectors differ.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.renamed import top_k_given
+from ..core.safetensors_header import float32_tensor, safetensors_tensors
 from ..core.similarity import unit
 from ..errors import InvalidInput
-from .cka import CkaLevel, Moments, cka_note, debiased_given, paired_rows
+from .cka import CkaLevel, Counted, Moments, cka_note, debiased_given, paired_rows
 from .states import model_given, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["Comparison", "compare", "moved_rows"]
+__all__ = ["Comparison", "compare", "moved_rows", "output_of", "weight_changes"]
 
 
 @dataclass
 class Comparison:
-    """Static rows most moved first, and per layer CKA and mean token cosine between the two models;
-    `note` says when the tokens were too few for the linear CKA to be trusted, as `CkaResult.note`, and
-    which layers' figures are undefined (nan) and why (else None)."""
+    """Static rows most moved first, per layer CKA and mean token cosine between the two models (each
+    layer with the part whose output it is: `output_of`), and per part the weights' relative change
+    (`weights`, `weight_changes`'s rows); `first_changed_layer` is the first layer whose token vectors
+    differ (None: none do). `note` says when the tokens were too few for the linear CKA to be trusted, as
+    `CkaResult.note`, which figures are undefined (nan) and why, and what of the weights was not read."""
 
     static: list[dict[str, Any]]
     layers: list[dict[str, Any]]
     vocabulary: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
+    weights: list[dict[str, Any]] = field(default_factory=list)
+    first_changed_layer: int | None = None
+    n_rows: int = 0  # token rows the layers were measured on (settings["n_tokens"] too, its older place)
+    n_texts: int = 0
+
+    @property
+    def changed_parts(self) -> list[str]:
+        """The parts whose weights changed ('block 3'), in the model's order."""
+        return [row["part"] for row in self.weights if row["changed"]]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: static (token, id, cosine: None where a row is zero in one model; norm_a, norm_b),
-        layers (layer, cka, mean_cosine: None where undefined), as `CkaResult.to_dict` gives an undefined
-        cell, the vocabulary overlap, how it was measured, and the note (null when none)."""
+        layers (layer, output_of, cka, mean_cosine: None where undefined), as `CkaResult.to_dict` gives an
+        undefined cell, weights (part, block, parameters, relative_change, changed), changed_parts,
+        first_changed_layer, the vocabulary overlap, n_rows and n_texts, how it was measured, and the note
+        (null when none)."""
         return {
             "static": [_defined(row) for row in self.static],
             "layers": [_defined(row) for row in self.layers],
+            "weights": [_defined(row) for row in self.weights],
+            "changed_parts": self.changed_parts,
+            "first_changed_layer": self.first_changed_layer,
             "vocabulary": self.vocabulary,
+            "n_rows": self.n_rows,
+            "n_texts": self.n_texts,
             "settings": self.settings,
             "note": self.note,
         }
@@ -141,13 +168,17 @@ def compare(
             "for models of other depths use `bertscope cka --model-b` (every layer against every layer)"
         )
     static, vocabulary = moved_rows(a, b, top_k=top)
+    weights, weights_note = weight_changes(a.loaded.path, b.loaded.path, a.n_layers)
     moments = Moments(diagonal=True)
     width = 0
     cosines = np.zeros(a.n_layers + 1)
     # per side and layer, the tokens whose vector is zero: a cosine with one is undefined, not 0
     zeros = np.zeros((2, a.n_layers + 1), dtype=np.int64)
+    # per layer, the largest difference between a token's two vectors, and the largest value of A's
+    apart, size = np.zeros(a.n_layers + 1), np.zeros(a.n_layers + 1)
+    counted = Counted(texts)
     paired = paired_rows(
-        a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKENS, progress=progress, total=total
+        a, b, _same_pieces(a, b, counted), level=CkaLevel.TOKENS, progress=progress, total=total
     )
     for x, y, keys in paired:
         assert y is not None
@@ -161,12 +192,15 @@ def compare(
         zeros += [(norm_x == 0).sum(axis=0), (norm_y == 0).sum(axis=0)]
         norms = norm_x * norm_y
         cosines += (dot / np.where(norms > 0, norms, 1.0)).sum(axis=0)
+        apart = np.maximum(apart, np.abs(x - y).max(axis=(0, 2)))
+        size = np.maximum(size, np.abs(x).max(axis=(0, 2)))
         width = x.shape[2]
     per_layer = moments.matrix(debiased=debiased)
     undefined = zeros.sum(axis=0) > 0
     layers = [
         {
             "layer": k,
+            "output_of": output_of(k),
             "cka": float(per_layer[k]),
             "mean_cosine": float("nan") if undefined[k] else float(cosines[k] / moments.n),
         }
@@ -182,8 +216,119 @@ def compare(
         _zero_rows_note(static),
         cka_note(moments, width, debiased=debiased),
         _zero_vectors_note(zeros, moments.n),
+        weights_note,
     ]
-    return Comparison(static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None)
+    # differs: past float32 rounding of the layer's largest value (a runtime varies a last bit by batch)
+    differs = np.flatnonzero(apart > _SAME_OUTPUT * size)
+    return Comparison(
+        static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None,
+        weights=weights, first_changed_layer=int(differs[0]) if len(differs) else None,
+        n_rows=moments.n, n_texts=counted.n,
+    )  # fmt: skip
+
+
+# A layer's token vectors differ between the models where some value differs by more than this, relative
+# to the layer's largest value: about 100 of float32's last bits, far below what any fine-tuning moves.
+_SAME_OUTPUT = 1e-5
+
+
+def output_of(layer: int) -> str:
+    """The part whose output layer `layer` is: 'embeddings' for 0, else 'block k - 1'."""
+    return "embeddings" if layer == 0 else f"block {layer - 1}"
+
+
+# a parameter of encoder block N: what comes before `layer.N.` / `layers.N.` / `block.N.`, N, the rest
+_BLOCK = re.compile(r"^(?:.*?\.)?(?:layers?|blocks?)\.(\d+)\.")
+# the first part of a name a head's model adds in front of the base model's (`bert.encoder...`)
+_BASE_PARTS = ("embeddings.", "encoder.", "pooler.", "transformer.", "layers.", "final_norm.")
+
+
+def weight_changes(
+    path_a: Path | None, path_b: Path | None, n_layers: int
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Per part, how far B's weights are from A's, read from the two folders' safetensors (no torch):
+    rows (part: 'embeddings', 'block k' for k in 0..n_layers - 1, 'other': pooler, final norm; block: k
+    or None; parameters: how many tensors; relative_change: |W_b - W_a| / |W_a| over the part's float
+    tensors; changed), and a note on what was not compared (None where all was)."""
+    tensors = [safetensors_tensors(p) if p is not None else {} for p in (path_a, path_b)]
+    for name, path, found in zip("AB", (path_a, path_b), tensors, strict=True):
+        if not found:
+            where = "is not a local folder" if path is None else f"({path}) has no safetensors weights"
+            return [], f"weights not compared: model {name} {where}"
+    named = [{_base_name(k): v for k, v in found.items()} for found in tensors]
+    parts = ["embeddings", *(f"block {k}" for k in range(n_layers)), "other"]
+    moved = dict.fromkeys(parts, 0.0)
+    base = dict.fromkeys(parts, 0.0)
+    counts = dict.fromkeys(parts, 0)
+    misfit: list[str] = []
+    for name in sorted(set(named[0]) & set(named[1])):
+        pair = [float32_tensor(found[name]) for found in named]
+        if pair[0] is None or pair[1] is None:  # an integer buffer (position_ids): no weight
+            continue
+        part = _part(name, n_layers)
+        w_a, w_b = _overlap(pair[0], pair[1])
+        if w_a is None or w_b is None:
+            misfit.append(name)
+            continue
+        counts[part] += 1
+        moved[part] += float(np.sum((w_b.astype(np.float64) - w_a) ** 2))
+        base[part] += float(np.sum(w_a.astype(np.float64) ** 2))
+    rows = [
+        {
+            "part": part,
+            "block": int(part.split()[1]) if part.startswith("block ") else None,
+            "parameters": counts[part],
+            "relative_change": _relative(moved[part], base[part]),
+            "changed": moved[part] > 0,
+        }
+        for part in parts
+        if counts[part] or part != "other"
+    ]
+    return rows, _weights_note(named, misfit)
+
+
+def _base_name(name: str) -> str:
+    """`name` without the prefix a head's model puts before the base model's names (`bert.`, `model.`)."""
+    rest = name.partition(".")[2]
+    return rest if rest.startswith(_BASE_PARTS) and not name.startswith(_BASE_PARTS) else name
+
+
+def _part(name: str, n_layers: int) -> str:
+    """The part a parameter belongs to: 'block k', 'embeddings', or 'other'."""
+    found = _BLOCK.match(name)
+    if found and int(found.group(1)) < n_layers:
+        return f"block {found.group(1)}"
+    return "embeddings" if name.split(".")[0] in ("embeddings", "emb", "embed_tokens") else "other"
+
+
+def _overlap(w_a: np.ndarray, w_b: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The two tensors where their shapes agree; a matrix grown by rows (`vocab add`) on its first rows."""
+    if w_a.shape == w_b.shape:
+        return w_a, w_b
+    if w_a.ndim == w_b.ndim and w_a.shape[1:] == w_b.shape[1:]:
+        rows = min(len(w_a), len(w_b))
+        return w_a[:rows], w_b[:rows]
+    return None, None
+
+
+def _relative(moved: float, base: float) -> float:
+    """sqrt(moved / base); nan where the base is zero and the weights moved (no scale to read it by)."""
+    if base > 0:
+        return float(np.sqrt(moved / base))
+    return 0.0 if moved == 0 else float("nan")
+
+
+def _weights_note(named: list[dict[str, Any]], misfit: list[str]) -> str | None:
+    """What to say of parameters one model alone has (a head) or shaped otherwise in the two."""
+    said = []
+    for name, mine, theirs in (("A", named[0], named[1]), ("B", named[1], named[0])):
+        alone = sorted(set(mine) - set(theirs))
+        if alone:
+            shown = ", ".join(alone[:3]) + (f" and {len(alone) - 3} more" if len(alone) > 3 else "")
+            said.append(f"weights only in {name}, not compared: {shown}")
+    if misfit:
+        said.append(f"weights shaped otherwise in A and B, not compared: {', '.join(misfit[:3])}")
+    return "; ".join(said) or None
 
 
 def _zero_rows_note(static: list[dict[str, Any]]) -> str | None:
