@@ -174,6 +174,9 @@ def test_both_results_count_rows_and_texts(tiny_models, tiny_dirs, tmp_path) -> 
     done = runner.invoke(app, ["cka", "-m", str(tiny_dirs["bert"]), "-i", str(path), "--json"])
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["n_texts"] == len(TEXTS)
+    table = runner.invoke(app, ["cka", "-m", str(tiny_dirs["bert"]), "-i", str(path)])
+    assert table.exit_code == 0, table.output
+    assert f"tokens level, {tokens} rows of {len(TEXTS)} texts:" in " ".join(table.stdout.split())
 
 
 def test_the_librarys_note_names_the_keyword_first(tiny_models, tiny_dirs, tmp_path) -> None:

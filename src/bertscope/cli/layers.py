@@ -380,13 +380,19 @@ def cka_command(
     s = result.settings
     table = Table(
         "A \\ B", *(str(k) for k in result.layers_b),
-        title=f"{s['estimator']} CKA, {s['level']} level, {result.n_rows} rows: rows are layers of "
+        title=f"{s['estimator']} CKA, {s['level']} level, {_rows_of(result)}: rows are layers of "
         f"{s['model_a']}, columns layers of {s['model_b']}",
     )  # fmt: skip
     for layer, row in zip(result.layers_a, result.cka, strict=True):
         # an undefined cell (nan: the note says why) is '-', as compare's table and --json's null
         table.add_row(str(layer), *(_fmt(_defined(float(v))) for v in row))
     out.print(table)
+
+
+def _rows_of(result: Any) -> str:
+    """'777 rows of 50 texts' (token rows), or '50 rows' where each text is a row."""
+    texts = result.n_texts
+    return f"{result.n_rows} rows" + ("" if texts in (None, result.n_rows) else f" of {texts} texts")
 
 
 @app.command("compare")
