@@ -190,7 +190,7 @@ def test_the_service_answers_the_few_rows_note(tiny_models) -> None:
     expected = cka(model, TEXTS, level="sentence", progress=False).note
     # the service names its field where the library names its keyword and flag (server/wording.py)
     assert expected is not None and few.json()["note"] == expected.replace(
-        "--debiased (debiased=True)", '"debiased": true'
+        "debiased=True (--debiased)", '"debiased": true'
     )
     assert debiased.json()["note"] == cka(model, TEXTS, level="sentence", debiased=True, progress=False).note
     assert "note" in schema["CkaResponse"]["properties"]

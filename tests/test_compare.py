@@ -69,7 +69,7 @@ def test_cli_json(tiny_dirs, tmp_path) -> None:
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
     assert data["static"] == []  # a model against itself: no row moved, none listed
-    assert [set(r) for r in data["layers"]] == [{"layer", "cka", "mean_cosine"}] * 3
+    assert [set(r) for r in data["layers"]] == [{"layer", "output_of", "cka", "mean_cosine"}] * 3
     assert data["vocabulary"]["unchanged_rows"] == data["vocabulary"]["shared"]
 
 

@@ -176,10 +176,12 @@ def test_compare_mean_cosine_is_undefined_where_a_vector_is_zero(tiny_bert: Path
     )
     ran = run_main("compare", str(tiny_bert), str(zeroed), "-i", str(texts), "--json")
     assert ran.code == 0, ran
-    assert json.loads(ran.stdout)["layers"][-1] == {"layer": last["layer"], "cka": None, "mean_cosine": None}
+    block = f"block {last['layer'] - 1}"
+    expected = {"layer": last["layer"], "output_of": block, "cka": None, "mean_cosine": None}
+    assert json.loads(ran.stdout)["layers"][-1] == expected
     ran = run_main("compare", str(tiny_bert), str(zeroed), "-i", str(texts))
     (row,) = [line for line in ran.stdout.splitlines() if line.startswith(f"│ {last['layer']} ")]
-    assert [cell.strip() for cell in row.strip("│").split("│")] == [str(last["layer"]), "-", "-"]
+    assert [cell.strip() for cell in row.strip("│").split("│")] == [str(last["layer"]), block, "-", "-"]
 
 
 @pytest.mark.skipif(not Path("/dev/null").exists(), reason="no /dev/null here")

@@ -303,6 +303,7 @@ class CkaResponse(BaseModel):
     layers_b: list[int]
     cka: list[list[float | None]]
     n_rows: int
+    n_texts: int | None = None
     settings: dict[str, Any]
     note: str | None = Field(
         None,
