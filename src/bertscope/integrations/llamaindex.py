@@ -15,8 +15,8 @@ JSON form, so it is refused in one line. It pickles as those keywords (Ingestion
 num_workers=2) sends it to other processes), each process loading the model again; one made from a
 loaded model is refused there in one line. copy.deepcopy and model_copy(deep=True) share the loaded
 model, whose weights are only read. Its texts are strings, as LlamaIndex's interface takes them: an
-(A, B) pair is refused before the model runs (Model.embed takes pairs). Its repr shows the model and the
-keywords given.
+(A, B) pair, a tuple or a list of two strings, is refused before the model runs (Model.embed takes
+pairs). Its repr shows the model and the keywords given.
 """
 
 from __future__ import annotations
@@ -251,8 +251,8 @@ def _named_in_whole(error: InvalidInput, batch: list[str]) -> InvalidInput:
     first: a text refused once is refused wherever it stands), or quoting it where no list is known."""
     said = str(error)
     found = re.match(r"text (\d+)\b", said)
-    if found is None or int(found[1]) >= len(batch):
-        return error
+    if found is None or int(found[1]) >= len(batch) or not isinstance(batch[int(found[1])], str):
+        return error  # a pair or another non-string is named by its place: quoting it says nothing more
     text, whole = batch[int(found[1])], _TEXTS.get()
     if whole is not None and text in whole:
         name = f"text {whole.index(text)}"
@@ -270,10 +270,12 @@ def _one(text: object, method: str) -> str:
 
 def _strings(texts: list[Any]) -> list[str]:
     """`texts`, an (A, B) pair among them refused by its place before the model runs (LlamaIndex's end
-    event would refuse it after); any other text is checked by the model, in the words of `embed`."""
+    event would refuse it after); any other text is checked by the model, in the words of `embed`. A pair
+    is what `Model.embed` reads as one (`is_pair`): a tuple or a list of two strings."""
     for index, text in enumerate(texts):
-        if isinstance(text, tuple) and is_pair(text):
-            raise InvalidInput(f"text {index} is an (A, B) pair, not a string: {_PAIRS}")
+        if is_pair(text):
+            given = "an (A, B) pair" if isinstance(text, tuple) else "a list of two strings (an A, B pair)"
+            raise InvalidInput(f"text {index} is {given}, not a string: {_PAIRS}")
     return texts
 
 
