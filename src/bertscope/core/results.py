@@ -9,6 +9,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from ..errors import InvalidInput
 from .renamed_fields import renamed_field
 
 __all__ = [
@@ -48,11 +49,14 @@ class _VectorsArray:
         return np.asarray(self.vectors, dtype=dtype, copy=copy)
 
     def __dlpack__(self, **options: Any) -> Any:
-        """The vectors over DLPack, which `torch.as_tensor(result)` reads whole (not row by row)."""
+        """The vectors over DLPack, which `torch.as_tensor(result)` reads whole (not row by row); DLPack's
+        `copy` is honoured: copy=False on read-only vectors raises BufferError, as NumPy's arrays do."""
         vectors = np.asarray(self.vectors)
         try:
             return vectors.__dlpack__(**options)
         except BufferError:  # a read-only array, which DLPack cannot mark so: a copy goes instead
+            if options.get("copy") is False:
+                raise
             return vectors.copy().__dlpack__(**options)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -74,20 +78,33 @@ class _VectorsArray:
         return np.asarray(self.vectors).tolist()  # type: ignore[no-any-return]
 
 
+def _zero_d(index: object) -> bool:
+    """Whether `index` is a 0-d array that is no row number (a bool's, a float's): NumPy reads it as a
+    mask or refuses it, neither a row."""
+    return isinstance(index, np.ndarray) and index.ndim == 0
+
+
+def _index_named(index: object) -> str:
+    """An index a result refuses, as its line names it: the value where short (None, True), else its type."""
+    return repr(index) if len(repr(index)) <= 30 else type(index).__name__
+
+
 def _shown(result: _VectorsArray, count: int, noun: str) -> str:
     """How a result's repr begins: its count and its vectors' shape and dtype, never the numbers."""
     counted = f"{count} {noun}{'' if count == 1 else 's'}"
     return f"{type(result).__name__}({counted}, vectors {result.shape} {result.dtype}"
 
 
-def _quoted(text: str) -> str:
+def _quoted(text: object) -> str:
     """A text as a repr quotes it: its first 40 characters and its length."""
+    text = text if isinstance(text, str) else str(text)  # a repr never raises, whatever it was given
     start = text if len(text) <= 40 else f"{text[:40]}..."
     return f"{start!r} ({len(text)} chars)"
 
 
 def _recipe(spec: dict[str, Any], keys: Sequence[str]) -> str:
     """The settings named by `keys` that the spec holds, as a repr ends: ", layers=(6,), pooling=mean)"."""
+    spec = spec if isinstance(spec, dict) else {}
     return "".join(f", {key}={spec[key]}" for key in keys if key in spec) + ")"
 
 
@@ -107,7 +124,7 @@ class SentenceEmbeddings(_VectorsArray):
     spec: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return int(self.vectors.shape[0])
+        return int(np.shape(self.vectors)[0])
 
     @overload
     def __getitem__(self, index: int | np.integer[Any]) -> np.ndarray: ...
@@ -117,7 +134,15 @@ class SentenceEmbeddings(_VectorsArray):
     def __getitem__(self, index: slice | Sequence[int] | np.ndarray) -> SentenceEmbeddings: ...
     def __getitem__(self, index: Any) -> np.ndarray | SentenceEmbeddings:
         """Text i's vector (d,); a slice, list or mask of rows: those texts' `SentenceEmbeddings`; a tuple
-        indexes the (n, d) vectors as NumPy does (`result[:, :64]`)."""
+        indexes the (n, d) vectors as NumPy does (`result[:, :64]`). A 0-d integer array is a row number;
+        None and a bool are refused (NumPy would add an axis: vectors of the wrong shape)."""
+        if isinstance(index, np.ndarray) and index.ndim == 0 and index.dtype.kind in "iu":
+            index = int(index)
+        if index is None or isinstance(index, (bool, np.bool_)) or _zero_d(index):
+            raise InvalidInput(
+                f"SentenceEmbeddings is indexed by a row number, a slice, a list or array of row numbers, a "
+                f"mask of {len(self)} bools, or a tuple as its (n, d) vectors are; not {_index_named(index)}"
+            )
         if isinstance(index, (int, np.integer, tuple)):
             return self.vectors[index]  # type: ignore[no-any-return]
         return SentenceEmbeddings(
@@ -131,9 +156,18 @@ class SentenceEmbeddings(_VectorsArray):
         """The texts' vectors (d,), in order, as `list(result)` and a `for` loop read them."""
         return iter(self.vectors)
 
+    def __contains__(self, vector: object) -> bool:
+        """Whether a text's vector equals `vector` exactly, as `in` reads a list of rows (not NumPy's
+        element-wise test, whose truth is ambiguous); a value of another shape is in none."""
+        given = np.asarray(vector)
+        vectors = np.asarray(self.vectors)
+        if given.shape != vectors.shape[1:] or given.dtype.kind not in "biuf":
+            return False
+        return bool((vectors == given).reshape(len(vectors), -1).all(axis=1).any())
+
     def __repr__(self) -> str:
         """The texts' count, the vectors' shape and dtype, the tokens read and the recipe; no floats."""
-        cut = self.n_truncated
+        cut = int((np.asarray(self.n_dropped) > 0).sum())
         return (
             _shown(self, len(self), "text")
             + f", tokens {int(np.sum(self.n_tokens))}"
@@ -159,7 +193,7 @@ class SentenceEmbeddings(_VectorsArray):
     @property
     def n_truncated(self) -> int:
         """How many texts lost tokens to truncation."""
-        return int((self.n_dropped > 0).sum())
+        return int((np.asarray(self.n_dropped) > 0).sum())
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: dimension (d), vectors (n, d), n_tokens (n,), n_dropped (n,) and the spec."""
