@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.text_files import STDIN_NAME, closed_stdin, not_a_file, shown_path
-from ..core.texts_given import type_named
+from ..core.texts_given import VECTOR_RESULTS, type_named
 from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError, InvalidSpec
 
@@ -156,6 +156,11 @@ def read_corpus(
     name = "<texts>" if given_texts(source) else str(source)
     # Ids the reader numbers (no id field, or a text a line) are unique as made: only named ids are checked.
     named_ids = False
+    if isinstance(source, VECTOR_RESULTS):  # iterable as its rows: else "<texts>:1: not a text"
+        raise CorpusError(
+            f"cannot read a {type(source).__name__} as a corpus: vectors already made, not texts; pass the "
+            "texts it was made from"
+        )
     if given_texts(source):
         records: Iterator[Record] = _given(source)  # type: ignore[arg-type]
     elif not isinstance(source, (str, os.PathLike)):
