@@ -214,7 +214,12 @@ def refuse_table(texts: object, takes: str) -> None:
 
 def _array_items(texts: np.ndarray, *, pairs: bool, takes: str) -> list[Any]:
     """A 1-D NumPy array's texts (np.str_ items as str), never an item's printed form; with `pairs` a 2-D
-    array of strings with 2 columns as (A, B) tuples; any other shape refused in one line."""
+    array of strings with 2 columns as (A, B) tuples; any other shape refused in one line, as are bytes."""
+    if texts.dtype.kind == "S" and texts.ndim:  # bytes, of any shape: else "text 0 is bytes" or "numbers"
+        raise InvalidInput(
+            f"{takes}, not bytes: decode them first, such as np.char.decode(texts, 'utf-8') for an array "
+            "of bytes"
+        )
     if texts.ndim == 1:
         return texts.tolist()
     if texts.ndim == 0:
