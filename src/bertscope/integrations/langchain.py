@@ -113,21 +113,34 @@ class BertscopeEmbeddings(Embeddings):
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """One vector per text, with the documents' prompt (one string is refused: pass [text])."""
-        return vectors(self.model, self._recipes["document"], listed(texts, "embed_documents", "embed_query"))
+        return vectors(self.model, self._recipes["document"], _documents(texts, ""))
 
     def embed_query(self, text: str) -> list[float]:
         """The query's vector, with the query prompt (a list is refused: embed_documents takes one)."""
-        one = one_text(text, "embed_query", "embed_documents takes a list", pairs=True)
-        return vectors(self.model, self._recipes["query"], [one])[0]
+        return vectors(self.model, self._recipes["query"], [_query(text, "")])[0]
 
     # The forward runs in a thread, so an async caller's event loop keeps serving while it runs; a cut is
     # said when it returns, at the caller's line (a thread's stack holds none).
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
         """`embed_documents` without blocking the event loop."""
+        checked = _documents(texts, "a")  # refused here, in the name the caller called
         with cut_said_once(self.model):
-            return await asyncio.to_thread(self.embed_documents, texts)
+            return await asyncio.to_thread(vectors, self.model, self._recipes["document"], checked)
 
     async def aembed_query(self, text: str) -> list[float]:
         """`embed_query` without blocking the event loop."""
+        checked = _query(text, "a")  # refused here, in the name the caller called
         with cut_said_once(self.model):
-            return await asyncio.to_thread(self.embed_query, text)
+            found = await asyncio.to_thread(vectors, self.model, self._recipes["query"], [checked])
+        return found[0]
+
+
+def _documents(texts: object, prefix: str) -> list[str]:
+    """The texts of `embed_documents` (`prefix` "a": of `aembed_documents`), or one line naming it."""
+    return listed(texts, f"{prefix}embed_documents", f"{prefix}embed_query")  # type: ignore[arg-type]
+
+
+def _query(text: object, prefix: str) -> Any:
+    """The one text or (A, B) pair of `embed_query` (`prefix` "a": of `aembed_query`), or one line naming
+    that method."""
+    return one_text(text, f"{prefix}embed_query", f"{prefix}embed_documents takes a list", pairs=True)
