@@ -160,7 +160,8 @@ def test_attentions_from_threads_are_each_the_whole_model() -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(timeout=600)  # a deadlock fails the test rather than hang the suite
+    assert not any(thread.is_alive() for thread in threads)
     assert errors == [] and len(results) == 120
     for weights in results:
         np.testing.assert_allclose(weights, alone, atol=1e-6)

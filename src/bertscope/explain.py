@@ -167,7 +167,15 @@ def explain(
                 f"every token through the layers); exact: {_exact_names()}"
             )
         return replace(_attention_view(model, a, b, spec, processor, score), n_dropped=cut)
-    return replace(_pairs_view(model, a, b, spec, processor, score, top), n_dropped=cut)
+    found = _pairs_view(model, a, b, spec, processor, score, top)
+    if exact and not found.exact:  # measured, not assumed: the refusal exact=True asks for
+        total = float(np.sum(found.contributions)) if found.contributions is not None else float("nan")
+        raise InvalidSpec(
+            f"the contributions sum to {total:.6f} and the score is {score:.6f}: this runtime's token "
+            "vectors do not make its sentence vectors exactly, and exact=True refuses that; use the "
+            "float32 exact default (no quantize, no --fast) for an exact split"
+        )
+    return replace(found, n_dropped=cut)
 
 
 # The truncation warning's fix where the explanation is the attention view, which long='window' refuses.
@@ -300,7 +308,10 @@ def _top_flat(contributions: np.ndarray, top: int) -> np.ndarray:
     values = np.empty(0)
     for start in range(0, len(contributions) if top > 0 else 0, rows):
         flat = contributions[start : start + rows].ravel()
-        pick = np.argpartition(-flat, top - 1)[:top] if flat.size > top else np.arange(flat.size)
+        if flat.size > top:  # every value tied with the top-th too, so a tie keeps the earlier pair
+            pick = np.flatnonzero(flat >= np.partition(flat, flat.size - top)[flat.size - top])
+        else:
+            pick = np.arange(flat.size)
         best = np.concatenate([best, pick + start * n_b])
         values = np.concatenate([values, flat[pick]])
         keep = np.lexsort((best, -values))[:top]

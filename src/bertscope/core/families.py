@@ -174,7 +174,13 @@ class Family:
         known = known_activations() or frozenset()  # unread: the load's own failure says it
         for key in self.activation_settings if known else ():
             value = _setting(config, key)
-            if value is not None and not callable(value) and value not in known:
+            if value is not None and not callable(value) and not isinstance(value, str):
+                # the load's own words for a field of the wrong type (core/loading.py)
+                return (
+                    f"config.json's {key} is {value!r}, which transformers {transformers_version()} refuses "
+                    f"(expected str, got {type(value).__name__}); correct {key} in config.json"
+                )
+            if isinstance(value, str) and value not in known:
                 return (
                     f"its config sets {key}={value!r}, an activation transformers does not know (it knows: "
                     f"{', '.join(sorted(known))}); correct {key} in config.json to the one the checkpoint "
@@ -530,3 +536,13 @@ def family_for(model_type: str) -> Family:
         f"model type {model_type!r} is not a BERT-family encoder bertscope supports; "
         f"supported: {', '.join(SUPPORTED)}"
     )
+
+
+def transformers_version() -> str:
+    """transformers' version, read from its install without importing it (the light path has no torch)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "(not installed)"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from ..errors import BackendUnavailable, ModelLoadError, caller_level
 from ._enums import DType
 from .cpu import cpu_flags, has_native_bf16, has_vnni
-from .families import Family, decoder_note, family_for
+from .families import Family, decoder_note, family_for, transformers_version
 from .folder import (
     BUNDLED,
     DEFAULT_MODEL,
@@ -453,7 +453,7 @@ def weights_dropped(source: str, dropped: list[str]) -> ModelLoadError:
     more = f" and {len(dropped) - 3} more" if len(dropped) > 3 else ""
     return ModelLoadError(
         f"{source}: the checkpoint holds {', '.join(dropped[:3])}{more}, which transformers "
-        f"{_transformers_version()} builds no place for from this config.json, so the model would run "
+        f"{transformers_version()} builds no place for from this config.json, so the model would run "
         "without them (silently another model); bertscope refuses it: use a checkpoint whose config "
         "matches its weights"
     )
@@ -467,16 +467,6 @@ def weights_left_out(source: str, wrong: list[str]) -> ModelLoadError:
         f"{source}: the weights leave out or misshape {', '.join(wrong[:3])}{more}; the model would run "
         "them at random values (another answer at every load): copy the whole checkpoint"
     )
-
-
-def _transformers_version() -> str:
-    """transformers' version, read from its install without importing it (the light path has no torch)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("transformers")
-    except PackageNotFoundError:
-        return "(not installed)"
 
 
 def _misshaped_key(entry: Any) -> str:
@@ -683,7 +673,7 @@ def _wrong_field(source: str, path: Path, exc: Exception) -> ModelLoadError:
     expected = re.search(r"(expected [^;(]+?)(?: \(value:|;|$)", said)
     why = expected.group(1).strip() if expected else said
     return ModelLoadError(
-        f"{source}: config.json's {name}{value}, which transformers {_transformers_version()} refuses "
+        f"{source}: config.json's {name}{value}, which transformers {transformers_version()} refuses "
         f"({why}); correct {name} in config.json"
     )
 
