@@ -247,7 +247,7 @@ def save(model: Encoder, folder: str | Path, *, overwrite: bool = False) -> Path
     """
     folder = Path(folder)
     if not check_save_folder(folder, overwrite=overwrite):
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(exist_ok=True)
         _write_folder(model, folder)
         return folder
     # Written beside it first: the old folder is replaced only once the new one is whole, and only when
@@ -281,6 +281,8 @@ def check_save_folder(folder: Path, *, overwrite: bool) -> bool:
     """Refuse, before any work, a folder `save` must not write into; True when it would replace one."""
     if blocking := next((p for p in (folder, *folder.parents) if p.is_file()), None):
         raise InvalidInput(f"cannot write the model into {folder}: {blocking} is a file; give a new folder")
+    if not folder.parent.exists():  # as distill and static refuse it: a mistyped path is not made
+        raise InvalidInput(f"cannot write {folder}: the folder {folder.parent} does not exist")
     if not (folder.is_dir() and any(folder.iterdir())):
         return False
     if not overwrite:

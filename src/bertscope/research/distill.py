@@ -29,8 +29,8 @@ from ..errors import BackendUnavailable, InvalidInput, caller_level
 from .states import layered
 
 __all__ = [
-    "DISTILLED_FILES", "SOURCE_DIGEST", "check_dim", "check_output", "check_vocabulary", "distill",
-    "distillable_width",
+    "DISTILLED_FILES", "SOURCE_DIGEST", "check_dim", "check_output", "check_sif", "check_vocabulary",
+    "distill", "distillable_width",
     "load_static", "portable_name", "read_vocabulary",
 ]  # fmt: skip
 
@@ -82,6 +82,7 @@ def distill(
     folder = Path(output)
     check_output(folder, overwrite=overwrite)
     check_dim(dim)
+    check_sif(sif)
     words = None if vocabulary is None else check_vocabulary(vocabulary)
     _, distill_from_model = _model2vec()
     if model is None or isinstance(model, (str, Path)):
@@ -141,6 +142,18 @@ def check_dim(dim: object, *, width: int | None = None, option: str = "dim", kee
     if width is not None and dim > width:
         raise InvalidInput(
             f"{_said(option, dim)} is wider than the model ({width}); give {_said(option, width)} or less"
+        )
+
+
+def check_sif(sif: object) -> None:
+    """Refuse a SIF coefficient model2vec refuses (it must be over 0 and under 1), before the model loads:
+    its own ValueError said neither the keyword nor None (no weights)."""
+    if sif is None:
+        return
+    if isinstance(sif, bool) or not isinstance(sif, (int, float)) or not 0 < sif < 1:
+        raise InvalidInput(
+            f"sif={sif!r}: the SIF coefficient of the Zipf weights is a number over 0 and under 1 "
+            "(1e-4 by default), or sif=None for no weights"
         )
 
 

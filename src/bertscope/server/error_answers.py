@@ -225,6 +225,11 @@ _OTHER_NAMES: dict[str, tuple[str, str | None]] = {
     "truncate_dim": ("post", _DIMENSIONS),
     "layer": ("layers", 'use layers (one layer or several: -1, "-4:", "0,6")'),
     "prompt": ("prompt_name", 'the service takes the model\'s prompts by name: send "prompt_name"'),
+    # the command line's --ids: the service reads whole numbers as ids, no flag needed
+    "ids": (
+        "as_words",
+        'send token ids as whole numbers in "inputs" (e.g. {"inputs": [7852]}): no flag says them',
+    ),
 }
 
 

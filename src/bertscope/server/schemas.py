@@ -164,6 +164,8 @@ ONE_AS_WORDS = (
 class StaticRequest(Strict):
     """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
 
+    names_elsewhere = True  # the command line's `ids` is refused saying how ids are sent
+
     inputs: Annotated[str | WholeInt | list[str | WholeInt], WithJsonSchema(_STATIC_ITEMS)] = Field(
         description="Word pieces or token ids (or words with as_words=true); `items` is accepted too.",
         examples=[["bread", 7852]],

@@ -1,0 +1,36 @@
+"""Audit 24a: distill's sif= checked before the model loads, vocab add refuses a missing parent folder as
+distill and static do, and POST /static says how ids are sent where the command line's `ids` is sent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+import bertscope
+from bertscope.errors import InvalidInput
+from bertscope.research.distill import distill
+from bertscope.server import create_app
+from bertscope.vocab import check_save_folder
+
+
+@pytest.mark.parametrize("sif", [-1, 0, 1, 2.5, "x", True])
+def test_distill_refuses_a_sif_model2vec_refuses(tmp_path: Path, sif: object) -> None:
+    """model2vec's own ValueError named neither sif= nor None, after the model had loaded."""
+    with pytest.raises(InvalidInput, match=r"^sif=.*over 0 and under 1 .* or sif=None for no weights$"):
+        distill("no-such-model", tmp_path / "out", dim=8, sif=sif)  # type: ignore[arg-type]
+
+
+def test_vocab_add_refuses_a_missing_parent_folder(tmp_path: Path) -> None:
+    """It made nodir/ (a mistyped path), where distill and static refuse it."""
+    with pytest.raises(InvalidInput, match=r"the folder .*nodir does not exist"):
+        check_save_folder(tmp_path / "nodir" / "sub", overwrite=False)
+    assert not (tmp_path / "nodir").exists()
+
+
+def test_static_route_says_how_ids_are_sent(tiny_models: dict[str, bertscope.Model]) -> None:
+    with TestClient(create_app(tiny_models["bert"])) as client:
+        answer = client.post("/static", json={"items": ["7"], "ids": True})
+    assert answer.status_code == 422
+    assert answer.json()["detail"].startswith('ids: send token ids as whole numbers in "inputs"')
