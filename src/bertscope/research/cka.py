@@ -106,7 +106,7 @@ CkaLevel.TOKEN = CkaLevel.TOKENS
 
 @dataclass
 class CkaResult:
-    """cka[i][j]: layer layers_a[i] of A against layers_b[j] of B (B is A when one model is given);
+    """`cka[i][j]`: layer `layers_a[i]` of A against `layers_b[j]` of B (B is A when one model is given);
     `note` says when the rows were too few for the linear estimator to be trusted (else None)."""
 
     layers_a: list[int]
