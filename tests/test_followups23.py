@@ -33,3 +33,10 @@ def test_encode_refuses_an_array_of_three_columns_in_its_own_words(bundled: bert
     with pytest.raises(InvalidInput, match=r"^encode takes a str or a list of str, got a 2-D array with 3"):
         bundled.encode(np.array([["a", "b", "c"]]))
     assert bundled.encode(np.array([["a cat", "a dog"]])).shape == (1, 384)
+
+
+def test_a_forward_output_prints_its_shapes_not_its_numbers(bundled: bertscope.Model) -> None:
+    """The dataclass repr printed every float (42,202 characters for two texts)."""
+    said = repr(bundled.forward(["hello world", "a b c"]))
+    assert said.startswith("ForwardOutput(input_ids (2, 5) int64, ") and len(said) < 300
+    assert "hidden_states 7 x (2, 5, 384) float32" in said

@@ -54,6 +54,17 @@ class ForwardOutput(Mapping[str, Any]):
     def _names(cls) -> list[str]:
         return [f.name for f in fields(cls)]
 
+    def __repr__(self) -> str:
+        """Each field's shape and dtype, never its numbers (the dataclass repr printed every float)."""
+
+        def said(value: Any) -> str:
+            return "None" if value is None else f"{tuple(value.shape)} {value.dtype}"
+
+        states = self.hidden_states
+        shown = [f"{name} {said(getattr(self, name))}" for name in self._names() if name != "hidden_states"]
+        layers = f"hidden_states {len(states)} x {said(states[0])}" if states else "hidden_states ()"
+        return f"ForwardOutput({', '.join(shown[:4])}, {layers}, {shown[4]})"
+
 
 def padded_batch(model: Encoder, texts: Text | Sequence[Text]) -> dict[str, np.ndarray]:
     """input_ids, attention_mask, token_type_ids (batch, tokens) int64, right-padded with the pad id."""
