@@ -5,6 +5,7 @@ shared with the other research commands (`cli.research`, which registers this gr
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -153,6 +154,7 @@ def eval_pairs(
     Examples: `bertscope eval pairs -i sts.tsv`, `bertscope eval pairs -i sts.tsv --layers -3: --pooling mean
     --post whitening -o sweep.png`
     """
+    from ..core.text_files import shown_path
     from ..core.tokens import named_as
     from ..research.analysis import read_numbered_pairs, sweep
     from ..research.plots import plot_sweep
@@ -198,7 +200,8 @@ def eval_pairs(
         )
     else:
         keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
-        out.print(records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
+        # <stdin> for -, as the warnings name it
+        out.print(records_table(result.records, f"{shown_path(pairs)}: {len(gold)} pairs", keys))
         if result.note:
             out.print(result.note, highlight=False, soft_wrap=True)  # why cells are nan (all: why no best)
     best = result.best
@@ -270,7 +273,9 @@ def eval_words(
     Examples: `bertscope eval words --dataset simlex999`,
     `bertscope eval words --dataset wordsim353 --corpus lee_background.cor --distilled ./static-minilm`
     """
-    from ..research.analysis import read_word_pairs, word_dataset
+    from ..core.text_files import shown_path
+    from ..core.tokens import named_as
+    from ..research.analysis import read_numbered_pairs, word_dataset
     from ..research.static_kinds import compare_kinds, plot_kinds
 
     pairs = input_path or old_pairs
@@ -279,16 +284,23 @@ def eval_words(
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
-    data = word_dataset(dataset) if dataset else text_file(read_word_pairs, pairs)  # type: ignore[arg-type]
+    naming = None
+    if dataset:
+        data = word_dataset(dataset)
+    else:
+        left, right, gold, numbers = text_file(read_numbered_pairs, pairs)  # type: ignore[arg-type]
+        data = list(zip(left, right, gold.tolist(), strict=True))
+        naming = line_of(pairs, numbers)  # type: ignore[arg-type]  # a refused word by its file and line
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     aggregated = None
     if corpus is not None:
         aggregated = m.static_from_corpus(
             corpus, layers=layers, min_count=min_count, long=long, progress=None
         )
-    result = compare_kinds(m, data if limit is None else data[:limit], layers=layers, aggregated=aggregated,
-                           distilled=distilled)  # fmt: skip
-    name = dataset or str(pairs)
+    with named_as(naming) if naming else nullcontext():
+        result = compare_kinds(m, data if limit is None else data[:limit], layers=layers,
+                               aggregated=aggregated, distilled=distilled)  # fmt: skip
+    name = dataset or shown_path(pairs)  # <stdin> for -, as its warnings name it
     if picture is not None:
         plot_kinds(result, picture, title=name, overwrite=overwrite)
         err.print(f"wrote {picture}")

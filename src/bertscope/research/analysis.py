@@ -1,10 +1,12 @@
 """Which layer and pooling to trust: layer x pooling (x post-processing) sweeps against gold scores,
 word-similarity evaluation per layer, and the Lee document-similarity benchmark.
 
-Every sweep runs the forward once per text: all layers come out of one pass (`layers="all"`, concatenated)
-and every layer x pooling is pooled from those token vectors with `pooling.pool_sentences`. The texts go
-to the engine `states.CHUNK` at a time, and only the pooled vectors of the layers asked for are kept
-(texts x layers x poolings x d floats), never a text's token vectors past its chunk.
+Every sweep runs the forward once per text of a chunk of pairs: all layers come out of one pass
+(`layers="all"`, concatenated) and every layer x pooling is pooled from those token vectors with
+`pooling.pool_sentences`. The pairs go `PAIR_CHUNK` at a time: their distinct texts are embedded, each
+cell's cosines kept (pairs x cells floats) and the vectors dropped, so memory does not grow with the
+pairs; only a post-processing fitted in-sample, which needs every text's vectors of a cell, keeps them
+(texts x layers x poolings x d floats).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,7 @@ from ..core._enums import LongText, Pooling
 from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_sentences
 from ..core.post import PostKind, PostProcessor, fit_post
+from ..core.progress import progress_callback
 from ..core.similarity import unit
 from ..core.text_files import MISSING_VALUES, is_column_name, shown_path
 from ..core.tokens import by_pair, check_texts, named_as
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ..core.encoder import Encoder
+    from ..core.engine import OnBatch
     from ..core.spec import RecipeKeywords
 
 __all__ = [
@@ -56,6 +60,9 @@ __all__ = [
 
 SWEEP_POOLINGS = (Pooling.CLS, Pooling.MEAN, Pooling.MAX, Pooling.MEAN_SQRT_LEN)
 WORD_DATASETS = {"simlex999": "simlex999.txt", "wordsim353": "wordsim353.tsv"}
+# Pairs embedded together by a sweep: their vectors (2 texts x layers x poolings x d floats, ~73 KB a pair
+# for MiniLM's 7 layers x 3 poolings) are dropped once their cosines are taken
+PAIR_CHUNK = 1000
 
 
 @dataclass
@@ -168,11 +175,39 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
             UserWarning,
             stacklevel=2,
         )
+    _warn_repeats(name, left, right, gold, numbers)
     if len(gold) < 3:
         raise CorpusError(f"{name} has {len(gold)} scored pairs; a correlation needs at least 3")
     if (why := constant_gold(gold)) is not None:
         raise CorpusError(f"{name}: {why}")
     return left, right, np.array(gold), numbers
+
+
+def _warn_repeats(
+    name: str, left: list[str], right: list[str], gold: list[float], numbers: list[int]
+) -> None:
+    """Warn once of pairs that repeat an earlier line's two texts (in either order): each is counted as a
+    pair of its own, which weighs it twice in every correlation; kept, since they are the user's data."""
+    first: dict[tuple[str, str], int] = {}
+    repeats: list[tuple[int, int]] = []  # (index, index of the line it repeats)
+    for i, (a, b) in enumerate(zip(left, right, strict=True)):
+        key = (a, b) if a <= b else (b, a)
+        if key in first:
+            repeats.append((i, first[key]))
+        else:
+            first[key] = i
+    if not repeats:
+        return
+    shown = ", ".join(f"line {numbers[i]} repeats line {numbers[j]}" for i, j in repeats[:3])
+    contradicting = sum(gold[i] != gold[j] for i, j in repeats)
+    other = f"; {contradicting} with another gold score" if contradicting else ""
+    warnings.warn(
+        f"{name}: {len(repeats)} pair(s) repeat an earlier line's texts ({shown}"
+        f"{' ...' if len(repeats) > 3 else ''}{other}); each is scored as a pair of its own: drop the "
+        "repeats if they were not meant",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 def _not_a_score(field: str) -> str:
@@ -192,7 +227,15 @@ def checked_gold(
     function refusing): lists of unequal length, fewer than 3 pairs, a score that is not finite (named by
     its pair), every score the same (a 2-pair Spearman is +-1 whatever the model, a NaN or constant gold
     gives nan)."""
-    scores = np.asarray(gold, dtype=np.float64)
+    try:
+        scores = np.asarray(gold, dtype=np.float64)
+    except (TypeError, ValueError):  # numpy's bare "could not convert string to float" named no pair
+        bad = next(i for i, g in enumerate(gold) if not _is_number(g))
+        pair = f" ({left[bad]!r}, {right[bad]!r})" if bad < min(len(left), len(right)) else ""
+        raise InvalidInput(
+            f"{who}: pair {bad}{pair} has the gold score {gold[bad]!r}, which is not a number; give each "
+            "pair a number (3, 0.5)"
+        ) from None
     if not len(left) == len(right) == len(scores):
         raise InvalidInput(
             f"{who} needs equally long left, right and gold, got {len(left)}, {len(right)} and {len(scores)}"
@@ -208,6 +251,15 @@ def checked_gold(
     if (why := constant_gold(scores)) is not None:
         raise InvalidInput(why)
     return scores
+
+
+def _is_number(value: object) -> bool:
+    """Whether numpy reads `value` as one float64."""
+    try:
+        np.asarray(value, dtype=np.float64).item()
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def indexed_word_pairs(
@@ -252,8 +304,18 @@ def _tsv(path: str | Path, width: int, commented: list[int]) -> Iterator[tuple[i
         if len(fields) != width:  # a fourth field, or a tab inside a text, would shift what is read
             raise CorpusError(
                 f"{shown_path(path)}:{number}: expected {width} tab-separated fields, found {len(fields)}"
+                f"; {_field_fix(fields, width)}"
             )
         yield number, fields
+
+
+def _field_fix(fields: list[str], width: int) -> str:
+    """What to do about a line of `fields` that is not `width` tab-separated fields."""
+    if len(fields) == 1 and "," in fields[0]:
+        return f"the file looks comma-separated: separate the {width} fields with tabs"
+    if len(fields) > width:
+        return "drop the extra column, or the tab inside a text"
+    return f"give the {width} fields (text, text, score) separated by tabs"
 
 
 def _scored(fields: list[str], width: int) -> bool:
@@ -273,7 +335,16 @@ _EXACT_SPREAD = 1e-5  # said as "1e-5" in nan_note
 def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, float]:
     """Spearman and Pearson of row-wise cosine(a_i, b_i) against gold (NaN when the cosines span less than
     `_EXACT_SPREAD`: constant, or apart only by float32 rounding)."""
-    cos = np.sum(unit(a, dtype=np.float64) * unit(b, dtype=np.float64), axis=1)
+    return _correlate(_cosines(a, b), gold)
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine(a_i, b_i) in float64, (n,)."""
+    return np.sum(unit(a, dtype=np.float64) * unit(b, dtype=np.float64), axis=1)
+
+
+def _correlate(cos: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+    """`correlations` of cosines already taken."""
     if np.ptp(cos) < _EXACT_SPREAD:
         return {"spearman": float("nan"), "pearson": float("nan")}
     return {
@@ -307,6 +378,7 @@ def _layer_vectors(
     mask_special: bool,
     long: LongText | str,
     stride: int | None,
+    on_batch: OnBatch | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per pooling, (texts, len(layers), d) sentence vectors of `layers` (0..L, in that order), and the
     tokens `long="truncate"` dropped of each text (n_texts,). The engine gets CHUNK texts at a time: it
@@ -317,7 +389,7 @@ def _layer_vectors(
     count = model.n_layers + 1
     rows: dict[str, np.ndarray] = {}
     dropped = np.zeros(len(texts), dtype=np.int64)
-    for index, (tok, matrix) in enumerate(chunked_token_matrices(model, texts, spec)):
+    for index, (tok, matrix) in enumerate(chunked_token_matrices(model, texts, spec, on_batch=on_batch)):
         hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)[list(layers)]
         keep = [0.0 if s and mask_special else 1.0 for s in tok.special_mask]
         mask = np.broadcast_to(np.array(keep, dtype=np.float32), (len(layers), len(keep)))
@@ -362,8 +434,14 @@ def sweep(
     mask_special: bool = False,
     long: LongText | str = "truncate",
     stride: int | None = None,
+    progress: bool | None = None,
 ) -> SweepResult:
     """Spearman/Pearson of cosine against gold for every layer x pooling (x post), one forward per text.
+
+    `poolings` is a list, or one comma-separated string ("cls,mean") as the command line takes it. The
+    pairs go `PAIR_CHUNK` at a time (memory bounded by a chunk's vectors; a text in pairs of two chunks is
+    embedded in each), one chunk where a post kind is fitted in-sample. `progress`: a progress bar or log
+    lines on stderr (None: from 256 texts).
 
     A post kind ("whitening", "abtt", "pca") is fitted on this data's own vectors for each cell, keeping
     `post_dim` dimensions with whitening or pca (default: half the distinct texts, at most d: whitening n
@@ -376,7 +454,10 @@ def sweep(
     that does not say, to every cell of its width.
     """
     gold = checked_gold(left, right, gold, "sweep")
+    left, right = list(left), list(right)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
+    if isinstance(poolings, str):  # "mean" iterated would be the poolings m, e, a, n
+        poolings = [p.strip() for p in poolings.split(",")]
     names = [_sweep_pooling(p).value for p in poolings]
     if twice := next((name for i, name in enumerate(names) if name in names[:i]), None):
         # as a layer named twice is refused: the same records twice, and an empty row in the picture
@@ -394,30 +475,20 @@ def sweep(
             )
     unique = list(dict.fromkeys([*left, *right]))
     _check_post_dim(post_dim, [p for _, p in posts], len(unique))
-    where = {t: i for i, t in enumerate(unique)}
-    ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
-    with named_as(by_pair(left, right)):  # a refusal names a text by its pair, not "text 6" of `unique`
-        vectors, dropped = _layer_vectors(  # the chosen layers only, column c for layer chosen[c]
-            model, unique, names, chosen, mask_special=mask_special, long=long, stride=stride
-        )
+    # a fit in-sample needs every text's vectors of its cell: then the pairs are one chunk
+    size = len(gold) if any(isinstance(p, PostKind) for _, p in posts) else PAIR_CHUNK
+    cosines, dropped = _sweep_cosines(
+        model, left, right, unique, names, chosen, posts, size=size, post_dim=post_dim,
+        mask_special=mask_special, long=long, stride=stride, progress=progress,
+    )  # fmt: skip
     records = []
     for label, processor in posts:
         for name in names:
-            for column, layer in enumerate(chosen):
-                fitted = _fitted_where(processor, layer, name, mask_special)
-                if fitted is None and processor is not None:
-                    continue  # a file applies only to the cell it was fitted on
-                x = vectors[name][:, column]
-                try:
-                    y = _post_apply(processor, x, post_dim)
-                except InvalidInput:
-                    if not _all_equal(x):
-                        raise  # the fit's own reason (too few texts for the count asked), never a NaN cell
-                    # A cell whose vectors are all equal (layer 0 cls) cannot be fitted; it scores NaN.
-                    y = np.zeros_like(x)
-                if y is None:
+            for layer in chosen:
+                if (label, name, layer) not in cosines:
                     continue
-                scores = correlations(y[ia], y[ib], gold)
+                scores = _correlate(cosines[label, name, layer], gold)
+                fitted = _fitted_where(processor, layer, name, mask_special)
                 cell = {"layer": layer, "pooling": name, "post": label, "fitted": fitted}
                 records.append({**cell, **scores, "n_pairs": len(gold)})
     return SweepResult(
@@ -435,6 +506,82 @@ def sweep(
         },
         note=nan_note(records, left, right),
     )
+
+
+def _sweep_cosines(
+    model: Encoder,
+    left: list[str],
+    right: list[str],
+    unique: list[str],
+    names: list[str],
+    chosen: list[int],
+    posts: list[tuple[str, PostKind | PostProcessor | None]],
+    *,
+    size: int,
+    post_dim: int | None,
+    mask_special: bool,
+    long: LongText | str,
+    stride: int | None,
+    progress: bool | None,
+) -> tuple[dict[tuple[str, str, int], np.ndarray], np.ndarray]:
+    """Each cell's (post label, pooling, layer) cosines of every pair, (pairs,), and the tokens
+    `long="truncate"` dropped of each of `unique` (the distinct texts); the pairs go `size` at a time, each
+    chunk's distinct texts embedded and their vectors dropped once the cosines are taken."""
+    n = len(left)
+    spans = [(start, min(start + size, n)) for start in range(0, n, size)]
+    where = {t: i for i, t in enumerate(unique)}
+    texts_of = [list(dict.fromkeys([*left[a:b], *right[a:b]])) for a, b in spans]
+    cosines: dict[tuple[str, str, int], np.ndarray] = {}
+    dropped = np.zeros(len(unique), dtype=np.int64)
+    whole = by_pair(left, right)  # a refusal names a text by its pair, not "text 6" of a chunk
+    with progress_callback(sum(map(len, texts_of)), enabled=progress) as on_batch:
+        for (start, stop), texts in zip(spans, texts_of, strict=True):
+            at = [where[t] for t in texts]
+            with named_as(_shifted(whole, at)):
+                vectors, cut = _layer_vectors(  # the chosen layers only, column c for layer chosen[c]
+                    model, texts, names, chosen, mask_special=mask_special, long=long, stride=stride,
+                    on_batch=on_batch,
+                )  # fmt: skip
+            dropped[at] = cut
+            local = {t: i for i, t in enumerate(texts)}
+            ia = np.array([local[t] for t in left[start:stop]])
+            ib = np.array([local[t] for t in right[start:stop]])
+            for label, processor in posts:
+                for name in names:
+                    for column, layer in enumerate(chosen):
+                        x = vectors[name][:, column]
+                        y = _cell_vectors(processor, x, layer, name, mask_special, post_dim)
+                        if y is not None:
+                            cell = cosines.setdefault((label, name, layer), np.empty(n))
+                            cell[start:stop] = _cosines(y[ia], y[ib])
+            del vectors  # the chunk's vectors: only the cosines stay
+    return cosines, dropped
+
+
+def _shifted(whole: Callable[[str, int], str], at: list[int]) -> Callable[[str, int], str]:
+    """A `named_as` naming of a chunk's text i as `whole` names text at[i] of all the distinct texts."""
+    return lambda _kind, i: whole("text", at[i])
+
+
+def _cell_vectors(
+    processor: PostKind | PostProcessor | None,
+    x: np.ndarray,
+    layer: int,
+    pooling: str,
+    mask_special: bool,
+    dim: int | None,
+) -> np.ndarray | None:
+    """A cell's (texts, d) vectors `x` post-processed, or None where its post does not apply (a file fitted
+    on another cell, or of another width)."""
+    if _fitted_where(processor, layer, pooling, mask_special) is None and processor is not None:
+        return None  # a file applies only to the cell it was fitted on
+    try:
+        return _post_apply(processor, x, dim)
+    except InvalidInput:
+        if not _all_equal(x):
+            raise  # the fit's own reason (too few texts for the count asked), never a NaN cell
+        # A cell whose vectors are all equal (layer 0 cls) cannot be fitted; it scores NaN.
+        return np.zeros_like(x)
 
 
 def nan_note(records: list[dict[str, Any]], left: Sequence[str], right: Sequence[str]) -> str | None:
@@ -570,9 +717,12 @@ def word_dataset(name: str) -> list[tuple[str, str, float]]:
         from gensim.test.utils import datapath
     except ImportError:
         raise InvalidInput(
-            "the word datasets come with gensim: `pip install gensim`, or pass --pairs FILE"
+            "the word datasets come with gensim: `pip install gensim`, or pass -i/--input FILE"
         ) from None
-    return read_word_pairs(datapath(WORD_DATASETS[name]))
+    with warnings.catch_warnings():
+        # SimLex-999 scores (sly, strange) and (strange, sly) apart, as its authors did: no repeat to drop
+        warnings.filterwarnings("ignore", message=".*repeat an earlier line's texts", category=UserWarning)
+        return read_word_pairs(datapath(WORD_DATASETS[name]))
 
 
 def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> WordEval:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core._enums import LongText
 from ..core.layers import LayerSpec, parse_layers
+from ..core.texts_given import text_named
 from ..errors import InvalidInput, caller_level
 from ..static import spelled_pieces
 from .aggregate import AggregatedStatic, layer_column, word_key
@@ -134,7 +135,7 @@ def compare_kinds(
         found = {"kind": kind, "layer": layer, "covered": int(covered.sum()), "coverage": share, **scores}
         return {**found, "_covered": covered, "_vectors": vectors}
 
-    found = [model.static_word(w) for w in words]
+    found = _spelled_words(model, words, pairs)
     rows = np.stack([f.vector for f in found])
     records = [record("rows", None, rows, everyone)]
     alone = static_decontextualized(model, words, layers=layers)
@@ -159,6 +160,20 @@ def compare_kinds(
     split = sum(1 for f in found if len(f.ids) > 1)
     coverage = {"n_pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
     return KindsEval(records, coverage, settings)
+
+
+def _spelled_words(model: Any, words: list[str], pairs: Sequence[tuple[str, str, float]]) -> list[Any]:
+    """Each word's `static_word`, a word read as [UNK] refused by the first pair it is in (the command
+    line: by its file and line), not by the word alone."""
+    found = []
+    for word in words:
+        try:
+            found.append(model.static_word(word))
+        except InvalidInput as exc:
+            number, column = next((n, c) for n, p in enumerate(pairs) for c in (0, 1) if p[c] == word)
+            side = ("first", "second")[column]
+            raise InvalidInput(f"{text_named('pair', number)}: the {side} word: {exc}") from None
+    return found
 
 
 def _distilled_from(model: Any, folder: str | Path) -> Any:
