@@ -34,3 +34,17 @@ def test_static_route_says_how_ids_are_sent(tiny_models: dict[str, bertscope.Mod
         answer = client.post("/static", json={"items": ["7"], "ids": True})
     assert answer.status_code == 422
     assert answer.json()["detail"].startswith('ids: send token ids as whole numbers in "inputs"')
+
+
+@pytest.mark.parametrize("item", ["", "   "])
+def test_an_empty_item_is_no_word_piece_on_every_path(
+    tiny_models: dict[str, bertscope.Model], item: str
+) -> None:
+    """static("") said 'has only control, format or space characters' with no fix; static_word's line
+    says what to give."""
+    from bertscope.errors import UnknownToken
+
+    model = tiny_models["bert"]
+    for call in (lambda: model.static(item), lambda: model.static_neighbors(item)):
+        with pytest.raises(UnknownToken, match=r"is no word piece \(empty or only spaces\): give a piece"):
+            call()

@@ -152,6 +152,8 @@ def token_ids(model: StaticSource, items: str | int | Sequence[str | int]) -> li
 
 def _not_a_piece(model: StaticSource, item: str) -> str:
     """Why `item` has no row of its own, and what to pass instead."""
+    if not item.strip():  # in static_word's words: one wording of an empty item on every path
+        return f"{item!r} is no word piece (empty or only spaces): give a piece, e.g. 'bread', or a token id"
     problem = text_problem(item)
     if problem:
         return f"{ascii(item)} {problem}"
