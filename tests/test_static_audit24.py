@@ -48,3 +48,23 @@ def test_an_empty_item_is_no_word_piece_on_every_path(
     for call in (lambda: model.static(item), lambda: model.static_neighbors(item)):
         with pytest.raises(UnknownToken, match=r"is no word piece \(empty or only spaces\): give a piece"):
             call()
+
+
+def test_eval_words_refuses_another_models_distilled_folder_before_the_corpus(
+    tmp_path: Path, m2v_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The corpus was aggregated first (minutes on a real one), then the folder refused."""
+    from bertscope.model import facade
+    from console import run_main
+
+    def not_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the corpus was read before --distilled was checked")
+
+    monkeypatch.setattr(facade.Model, "static_from_corpus", not_read)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("cat\tdog\t7\nbank\triver\t3\ncake\tbread\t6\nsun\tmoon\t5\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\n")
+    ran = run_main("eval", "words", "-i", str(pairs), "--corpus", str(corpus), "--layers", "1",
+                   "--distilled", str(m2v_folder))  # fmt: skip
+    assert ran.code == 1 and "another tokenizer" in ran.stderr, ran

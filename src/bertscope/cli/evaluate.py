@@ -276,7 +276,7 @@ def eval_words(
     from ..core.text_files import shown_path
     from ..core.tokens import named_as
     from ..research.analysis import read_numbered_pairs, word_dataset
-    from ..research.static_kinds import compare_kinds, plot_kinds
+    from ..research.static_kinds import compare_kinds, distilled_for, plot_kinds
 
     pairs = input_path or old_pairs
     if min_count != 1 and corpus is None:
@@ -292,6 +292,8 @@ def eval_words(
         data = list(zip(left, right, gold.tolist(), strict=True))
         naming = line_of(pairs, numbers)  # type: ignore[arg-type]  # a refused word by its file and line
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    # a missing or another model's folder refused before the corpus is read (minutes on a real corpus)
+    static = None if distilled is None else distilled_for(m, distilled)
     aggregated = None
     if corpus is not None:
         aggregated = m.static_from_corpus(
@@ -299,7 +301,7 @@ def eval_words(
         )
     with named_as(naming) if naming else nullcontext():
         result = compare_kinds(m, data if limit is None else data[:limit], layers=layers,
-                               aggregated=aggregated, distilled=distilled)  # fmt: skip
+                               aggregated=aggregated, distilled=static)  # fmt: skip
     name = dataset or shown_path(pairs)  # <stdin> for -, as its warnings name it
     if picture is not None:
         plot_kinds(result, picture, title=name, overwrite=overwrite)

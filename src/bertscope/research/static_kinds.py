@@ -12,6 +12,7 @@ instead averages [CLS], the piece and [SEP] of the last layer; the distilled kin
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,10 @@ from ..static import spelled_pieces
 from .aggregate import AggregatedStatic, layer_column, word_key
 from .analysis import correlations, indexed_word_pairs
 
-__all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
+__all__ = [
+    "DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "distilled_for",
+    "plot_kinds",
+]  # fmt: skip
 
 
 @dataclass
@@ -115,17 +119,21 @@ def compare_kinds(
     *,
     layers: LayerSpec = "all",
     aggregated: AggregatedStatic | None = None,
-    distilled: str | Path | None = None,
+    distilled: str | Path | Any = None,
 ) -> KindsEval:
     """Spearman of cosine vs gold for every static kind on the same word pairs, with coverage.
 
     Rows and decontextualised vectors cover every pair (a word the vocabulary lacks is its pieces'
     mean); aggregated vectors cover the pairs whose two words the corpus held (keyed as the tokenizer
-    normalises them); the distilled model (a model2vec folder) covers every pair.
+    normalises them); the distilled model (a model2vec folder, or one `distilled_for` read) covers
+    every pair.
     """
     words, ia, ib, gold = indexed_word_pairs(pairs, "word evaluation")
     everyone = np.ones(len(pairs), dtype=bool)
-    static = None if distilled is None else _distilled_from(model, distilled)
+    if distilled is None or not isinstance(distilled, (str, os.PathLike)):
+        static = distilled
+    else:
+        static = distilled_for(model, distilled)
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
         scores = {"spearman": float("nan"), "pearson": float("nan")}
@@ -176,14 +184,14 @@ def _spelled_words(model: Any, words: list[str], pairs: Sequence[tuple[str, str,
     return found
 
 
-def _distilled_from(model: Any, folder: str | Path) -> Any:
+def distilled_for(model: Any, folder: str | os.PathLike[str]) -> Any:
     """The model2vec model in `folder`, refused where another tokenizer made it (most of the model's pieces
     are not its own: another model's vectors, scored as this one's) and warned of where config.json's
     `tokenizer_name` names another model of the same vocabulary (bert-base-uncased beside all-MiniLM)."""
     from ..backends.onnx import encoder_digest
     from .distill import SOURCE_DIGEST, load_static, portable_name
 
-    static = load_static(folder)
+    static = load_static(Path(folder))
     source = portable_name(str(model.loaded.source))
     recorded = static.config.get("tokenizer_name")
     digest = static.config.get(SOURCE_DIGEST)  # bertscope distill's record of the weights it read
