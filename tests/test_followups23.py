@@ -40,3 +40,10 @@ def test_a_forward_output_prints_its_shapes_not_its_numbers(bundled: bertscope.M
     said = repr(bundled.forward(["hello world", "a b c"]))
     assert said.startswith("ForwardOutput(input_ids (2, 5) int64, ") and len(said) < 300
     assert "hidden_states 7 x (2, 5, 384) float32" in said
+
+
+def test_similarity_names_a_missing_cell_of_an_object_array_of_pairs(bundled: bertscope.Model) -> None:
+    """An object array whose first cell is missing was refused as '2-D object array' of vectors."""
+    pairs = np.array([[None, "the bank"], ["a dog", "a river"]], dtype=object)
+    with pytest.raises(InvalidInput, match=r"^pair 0's A is None, not a string"):
+        bundled.similarity(pairs, ["x"])

@@ -69,15 +69,16 @@ def is_vectors(given: object) -> bool:
 
 def _holds_text(given: object) -> bool:
     """Whether `given` is an array of texts (a NumPy string or object array, a pandas Series of strings):
-    texts to embed, not vectors. An object array is read by its first item, at any number of dimensions:
-    a 2-column one (`df[["q", "d"]].to_numpy()`) holds (A, B) pairs, as the same array of dtype <U does."""
+    texts to embed, not vectors. An object array holding any string, at any number of dimensions, is
+    texts (a 2-column one, `df[["q", "d"]].to_numpy()`, (A, B) pairs, as the same array of dtype <U), so
+    a missing cell (None, NaN) is named as the text it is, not refused as vectors."""
     kind = getattr(getattr(given, "dtype", None), "kind", None)
     if kind in ("U", "S"):
         return True
     if kind != "O":
         return False
     if isinstance(given, np.ndarray):
-        return given.size > 0 and isinstance(given.flat[0], str)
+        return any(isinstance(item, str) for item in given.flat)  # stops at the first string
     if getattr(given, "ndim", 1) != 1 or not len(given):  # type: ignore[arg-type]
         return False
     return isinstance(next(iter(given)), str)  # type: ignore[call-overload]
