@@ -476,15 +476,34 @@ def _weights_table(result: Any) -> None:
     """Per part, the weights' relative change, and a line naming the parts that changed."""
     table = Table("part", "parameters", "relative change", title="weights: |W_B - W_A| / |W_A| per part")
     for r in result.weights:
-        table.add_row(r["part"], str(r["parameters"]), _fmt(_defined(r["relative_change"])))
+        table.add_row(r["part"], str(r["parameters"]), _change(r["relative_change"]))
     out.print(table)
-    changed, parts = result.changed_parts, len(result.weights)
+    changed = result.changed_parts
+    measured = [r for r in result.weights if r["parameters"]]
     if not changed:
         said = "identical in every part"
     else:
-        rest = "" if len(changed) == parts else "; the others are identical"
+        rest = "" if len(changed) == len(measured) else "; the others are identical"
         said = f"{', '.join(changed)} changed{rest}"
+    unread = [r["part"] for r in result.weights if not r["parameters"]]
+    if unread:  # ALBERT's blocks hold no weights of their own: not measured, not identical
+        said += f"; no weights read for {_listed(unread)}"
     out.print(f"weights: {said}", highlight=False)
+
+
+def _change(value: float | None) -> str:
+    """A relative change in significant digits: a change of 1e-7 reads 1.0e-07, not 0.000; '-' where
+    none was read (or undefined: nan)."""
+    if value is None or math.isnan(value):
+        return "-"
+    if value == 0:
+        return "0"
+    return f"{value:.3f}" if value >= 0.01 else f"{value:.1e}"
+
+
+def _listed(parts: list[str]) -> str:
+    """Parts named, the first three and how many more."""
+    return ", ".join(parts[:3]) + (f" and {len(parts) - 3} more" if len(parts) > 3 else "")
 
 
 def _first_changed(layer: int | None) -> str:
