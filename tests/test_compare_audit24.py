@@ -174,3 +174,23 @@ def test_the_table_names_albert_s_shared_layers_and_a_small_change(tiny_dirs, tm
     row = next(line for line in done.stdout.splitlines() if "block 1" in line and "│" in line)
     assert "e-0" in row and "0.000" not in row, row
     assert "weights: block 1 changed; the others are identical" in done.stdout
+
+
+def test_float32_rows_widened_to_float64_keep_float32_s_last_bit() -> None:
+    """Rows a float32 runtime made, widened to float64, differing only in float32's last bits, are one
+    vector, as they are in float32 (they were read against float64's epsilon and lost the note)."""
+    from bertscope.research.cka import Moments
+
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(32).astype(np.float32)
+    eps = np.finfo(np.float32).eps
+    rows = np.stack([v * (1 + eps * rng.integers(-2, 3, 32)).astype(np.float32) for _ in range(20)])
+    both = np.stack([rows, rng.standard_normal((20, 32)).astype(np.float32)], axis=1)  # (20, 2, 32)
+    for dtype in (np.float32, np.float64):
+        moments = Moments(same=True)
+        moments.add(both.astype(dtype))
+        assert moments.same_vector_layers("x") == [0], dtype
+    far = (1e5 + rng.standard_normal((20, 2, 8))).astype(np.float64)  # float64 values: float64's bit
+    moments = Moments(same=True)
+    moments.add(far)
+    assert moments.same_vector_layers("x") == []

@@ -311,8 +311,17 @@ class Moments:
 
 
 def _last_bit(rows: np.ndarray) -> float:
-    """The relative size of the rows' last bit: their float type's epsilon (float64's for integers)."""
-    return float(np.finfo(rows.dtype if np.issubdtype(rows.dtype, np.floating) else np.float64).eps)
+    """The relative size of the rows' last bit: their float type's epsilon (float64's for integers), and
+    float32's for wider floats that are all float32 values (a float32 runtime's output widened), whose
+    last bits are float32's rounding, not float64's."""
+    if not np.issubdtype(rows.dtype, np.floating):
+        return float(np.finfo(np.float64).eps)
+    if rows.dtype.itemsize > 4:
+        with np.errstate(over="ignore", invalid="ignore"):  # past float32's range: not float32 values
+            narrow = rows.astype(np.float32)
+        if np.array_equal(narrow, rows):
+            return float(np.finfo(np.float32).eps)
+    return float(np.finfo(rows.dtype).eps)
 
 
 def _gram(x: np.ndarray, y: np.ndarray) -> np.ndarray:
