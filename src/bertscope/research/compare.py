@@ -11,8 +11,9 @@ pieces they share (said in `vocabulary`); the layers then need texts that both t
 way, or the comparison stops with a clear error.
 
 Weights: which parts of the model fine-tuning changed, read from the two folders' safetensors without
-torch (`weight_changes`): per part (the embeddings, each encoder block, the rest: pooler, final norm) the
-relative change |W_b - W_a| / |W_a| over its parameters. The layers cannot say it: layer k is the output
+torch (`weight_changes`): per part (the embeddings with their norm or projection, each encoder block,
+ALBERT's layers shared by every block, the position tables every block reads, the rest: pooler, final
+norm) the relative change |W_b - W_a| / |W_a| over its parameters, summed a block of rows at a time. The layers cannot say it: layer k is the output
 of block k - 1 (layer 0 the embedding layer's), so a change in block k moves every layer from k + 1 on,
 the last often most. `first_changed_layer` is the first layer whose token vectors differ.
 """
