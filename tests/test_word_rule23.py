@@ -86,7 +86,7 @@ def test_a_text_with_no_whole_word_is_refused_by_its_line(
     corpus = tmp_path / "long.txt"
     corpus.write_text("hello there\nx" + "qz" * 45 + "\n")
     with pytest.raises(InvalidInput, match=r"long\.txt:2: the text's first word is longer than the model's "
-                       r"64-token limit.*--long window, in a new output"):  # fmt: skip
+                       r"64-token limit.*--long window\), in a new output, reads it whole"):  # fmt: skip
         bertscope.embed_corpus(corpus, tmp_path / "w.parquet", model=tiny_models["bert"], level="words",
                                progress=False)  # fmt: skip
     assert not (tmp_path / "w.parquet").exists()

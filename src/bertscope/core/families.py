@@ -160,7 +160,7 @@ class Family:
         alone: a position count with no pad id, cross-attention without a decoder, an unknown activation."""
         if self.positions_after_padding and self.position_pad_fixed is None:
             if _pad_unset(config):
-                return self._no_position_pad()
+                return self._no_position_pad(config)
         if (
             self.decoder_settings
             and _setting(config, "add_cross_attention")
@@ -188,9 +188,11 @@ class Family:
                 )
         return None
 
-    def _no_position_pad(self) -> str:
+    def _no_position_pad(self, config: Any) -> str:
+        # named as the config names its type (camembert, xlm-roberta), not the family that runs it (roberta)
+        named = _setting(config, "model_type") or self.name
         return (
-            f"the {self.name} embedding layer counts positions from the config's pad_token_id, which "
+            f"the {named} embedding layer counts positions from the config's pad_token_id, which "
             "config.json leaves unset (null), so no forward can run (transformers' own fails at the first "
             "text); set pad_token_id in config.json to the tokenizer's pad id"
         )
@@ -202,7 +204,7 @@ class Family:
         if self.position_pad_fixed is not None:
             return self.position_pad_fixed
         if _pad_unset(config):
-            raise ModelLoadError(self._no_position_pad())
+            raise ModelLoadError(self._no_position_pad(config))
         pad = _setting(config, "pad_token_id")
         return 1 if pad is None else int(pad)  # a dict without it: the config class's default, 1
 

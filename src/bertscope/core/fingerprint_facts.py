@@ -45,7 +45,10 @@ def vector_settings(model: Any) -> dict[str, Any]:
     """The settings that decide `model`'s vectors, as plain JSON values (compared by fingerprints)."""
     info = model.info()
     spec, pooling = _default_spec(model)
-    is_decoder = bool(getattr(model.config, "is_decoder", False))
+    # read only where the family's layers read it (BertLayer's copies): DistilBERT and ModernBERT ignore it
+    family = getattr(model, "family", None)
+    reads = bool(getattr(family, "decoder_settings", True))
+    is_decoder = reads and bool(getattr(model.config, "is_decoder", False))
     return {
         "model_type": info.model_type,
         "family": info.family,

@@ -444,8 +444,15 @@ def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
 def _wrong_weights(loading: dict[str, Any]) -> list[str]:
     """The weights a load left out (a missing pooler aside: the model has none) or misshaped, named as
     `weights_left_out` names them; a pooler missing beside misshaped weights hides none of them."""
-    missing = sorted(key for key in loading.get("missing_keys") or () if not key.startswith("pooler."))
+    missing = sorted(key for key in loading.get("missing_keys") or () if not _unread_weight(key))
     return missing + sorted(map(_misshaped_key, loading.get("mismatched_keys") or ()))
+
+
+def _unread_weight(key: str) -> bool:
+    """A weight the model's forward never reads, so one left out runs nothing at random: the pooler (the
+    model has none), and the cross-attention layers of an is_decoder + add_cross_attention config, which
+    read an encoder's states that an encoder forward never passes (as in transformers)."""
+    return key.startswith("pooler.") or ".crossattention." in key
 
 
 def weights_dropped(source: str, dropped: list[str]) -> ModelLoadError:

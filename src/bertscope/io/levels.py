@@ -428,7 +428,7 @@ class WordLevel(_PieceLevel):
                     f"{text_named('text', index)}'s first word is longer than the model's "
                     f"{self.model.engine.tokenizer.max_tokens}-token limit, so long='truncate' leaves no "
                     "whole word of it to store: shorten that word or leave the text out; long='window' "
-                    "(--long window, in a new output) reads it whole"
+                    "(--long window), in a new output, reads it whole"
                 )
             counts.append(len(groups))
             dropped.append(tok.n_dropped)
