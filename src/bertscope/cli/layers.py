@@ -416,8 +416,9 @@ def compare_command(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """What fine-tuning changed: the static rows that moved most, and per layer the CKA and mean token
-    cosine between the two models on the same texts.
+    """What fine-tuning changed: the static rows that moved most, which parts' weights changed
+    (embeddings, each block, other) and by how much, per layer the CKA and mean token cosine between the
+    two models on the same texts, and the first layer whose outputs differ.
 
     Examples: `bertscope compare bundled ./finetuned -i examples/news.txt`,
     `bertscope compare ./base ./child -i texts.txt -k 50 --json -o compare.png`
