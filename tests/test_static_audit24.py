@@ -68,3 +68,11 @@ def test_eval_words_refuses_another_models_distilled_folder_before_the_corpus(
     ran = run_main("eval", "words", "-i", str(pairs), "--corpus", str(corpus), "--layers", "1",
                    "--distilled", str(m2v_folder))  # fmt: skip
     assert ran.code == 1 and "another tokenizer" in ran.stderr, ran
+
+
+def test_a_missing_distilled_folder_is_said_missing(tmp_path: Path) -> None:
+    """It said 'is not a model2vec folder (no config.json)' of a path that does not exist."""
+    from bertscope.research.distill import load_static
+
+    with pytest.raises(InvalidInput, match=r"static-minilm does not exist: give the folder bertscope"):
+        load_static(tmp_path / "static-minilm")

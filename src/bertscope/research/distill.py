@@ -308,6 +308,8 @@ def load_static(folder: str | Path) -> Any:
     """A model2vec StaticModel from a folder written by `distill` (or any model2vec folder)."""
     model2vec, _ = _model2vec()
     path = Path(folder)
+    if not path.exists():
+        raise InvalidInput(f"{path} does not exist: give the folder bertscope distill wrote (-o)")
     if not (path / "config.json").is_file():
         raise InvalidInput(
             f"{path} is not a model2vec folder (no config.json); make one with bertscope distill"
