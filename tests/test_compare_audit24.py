@@ -194,3 +194,23 @@ def test_float32_rows_widened_to_float64_keep_float32_s_last_bit() -> None:
     moments = Moments(same=True)
     moments.add(far)
     assert moments.same_vector_layers("x") == []
+
+
+def test_a_weight_not_finite_is_a_change_and_said(tiny_dirs, tmp_path) -> None:
+    """A nan in block 0 read 'identical in every part' (nan > 0 is False), with no note."""
+    base = tiny_dirs["bert"]
+    child = shutil.copytree(base, tmp_path / "nan")
+    weights = load_file(child / "model.safetensors")
+    name = next(n for n in weights if n.startswith("encoder.layer.0.") and weights[n].ndim == 2)
+    weights[name] = weights[name].copy()
+    weights[name][0, 0] = np.nan
+    save_file(weights, child / "model.safetensors")
+    rows, note = weight_changes(base, child, 2)
+    assert [r["part"] for r in rows if r["changed"]] == ["block 0"], rows
+    assert note is not None and f"not finite (nan or inf): {name}" in note
+
+
+def test_debertas_convolution_is_block_0s() -> None:
+    """transformers applies DeBERTa-v2's conv (conv_kernel_size > 0) to the first layer's output."""
+    assert compare_module._part("encoder.conv.conv.weight", 2) == "block 0"
+    assert compare_module._part("encoder.conv.LayerNorm.weight", 2) == "block 0"

@@ -47,3 +47,11 @@ def test_similarity_names_a_missing_cell_of_an_object_array_of_pairs(bundled: be
     pairs = np.array([[None, "the bank"], ["a dog", "a river"]], dtype=object)
     with pytest.raises(InvalidInput, match=r"^pair 0's A is None, not a string"):
         bundled.similarity(pairs, ["x"])
+
+
+def test_similarity_names_a_missing_cell_of_a_series(bundled: bertscope.Model) -> None:
+    """A pandas Series whose first cell is missing was refused as a 1-D object array of vectors."""
+    import pandas as pd
+
+    with pytest.raises(InvalidInput, match=r"text 0 is (None|a float), not a string"):
+        bundled.similarity(pd.Series([None, "a cat"]), ["a dog", "a car"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -76,3 +77,12 @@ def test_a_missing_distilled_folder_is_said_missing(tmp_path: Path) -> None:
 
     with pytest.raises(InvalidInput, match=r"static-minilm does not exist: give the folder bertscope"):
         load_static(tmp_path / "static-minilm")
+
+
+def test_a_numpy_sif_is_a_number_and_a_wrong_distilled_is_one_line() -> None:
+    from bertscope.research.distill import check_sif
+    from bertscope.research.static_kinds import compare_kinds
+
+    check_sif(np.float32(0.5))  # NumPy's floats are numbers (np.float32 was refused)
+    with pytest.raises(InvalidInput, match=r"^distilled=5: give a model2vec folder"):
+        compare_kinds(None, [("cat", "dog", 7.0)] * 4, distilled=5)

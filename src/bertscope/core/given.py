@@ -81,7 +81,7 @@ def _holds_text(given: object) -> bool:
         return any(isinstance(item, str) for item in given.flat)  # stops at the first string
     if getattr(given, "ndim", 1) != 1 or not len(given):  # type: ignore[arg-type]
         return False
-    return isinstance(next(iter(given)), str)  # type: ignore[call-overload]
+    return any(isinstance(item, str) for item in given)  # type: ignore[attr-defined]  # a Series
 
 
 def _array(given: object) -> object:

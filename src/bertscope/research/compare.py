@@ -13,9 +13,10 @@ way, or the comparison stops with a clear error.
 Weights: which parts of the model fine-tuning changed, read from the two folders' safetensors without
 torch (`weight_changes`): per part (the embeddings with their norm or projection, each encoder block,
 ALBERT's layers shared by every block, the position tables every block reads, the rest: pooler, final
-norm) the relative change |W_b - W_a| / |W_a| over its parameters, summed a block of rows at a time. The layers cannot say it: layer k is the output
-of block k - 1 (layer 0 the embedding layer's), so a change in block k moves every layer from k + 1 on,
-the last often most. `first_changed_layer` is the first layer whose token vectors differ.
+norm) the relative change |W_b - W_a| / |W_a| over its parameters, summed a block of rows at a time.
+The layers cannot say it: layer k is the output of block k - 1 (layer 0 the embedding layer's), so a
+change in block k moves every layer from k + 1 on, the last often most. `first_changed_layer` is the
+first layer whose token vectors differ (or are not finite).
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def compare(
         weights_note,
     ]
     # differs: past float32 rounding of the layer's largest value (a runtime varies a last bit by batch)
-    differs = np.flatnonzero(apart > _SAME_OUTPUT * size)
+    differs = np.flatnonzero(~(apart <= _SAME_OUTPUT * size))  # a layer of nan or inf differs too
     return Comparison(
         static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None,
         weights=weights, first_changed_layer=int(differs[0]) if len(differs) else None,
@@ -251,6 +252,9 @@ _EMBEDDING = re.compile(
 _POSITIONS = re.compile(
     r"(?:^|\.)(?:encoder\.(?:rel_embeddings|LayerNorm|relative_attention_bias|embed_positions))\."
 )
+# run inside block 0 though stored beside the layers: DeBERTa-v2's convolution (conv_kernel_size > 0),
+# which transformers applies to the first layer's output
+_FIRST_BLOCK = re.compile(r"(?:^|\.)encoder\.conv\.")
 # the first part of a name a head's model adds in front of the base model's (`bert.encoder...`)
 _BASE_PARTS = ("embeddings.", "encoder.", "pooler.", "transformer.", "layers.", "final_norm.")
 # safetensors' float types as NumPy reads their bytes (bfloat16 as its 16 bits, widened in `_widened`)
@@ -297,6 +301,8 @@ def weight_changes(
             said.grown.append(_grown(name, pair[0].shape[0], pair[1].shape[0]))
         part = _part(name, n_layers)
         change, size = _sums(pair[0], pair[1], rows)
+        if not np.isfinite(change) or not np.isfinite(size):
+            said.not_finite.append(name)
         counts[part] = counts.get(part, 0) + 1
         moved[part] = moved.get(part, 0.0) + change
         base[part] = base.get(part, 0.0) + size
@@ -310,7 +316,8 @@ def weight_changes(
             "parameters": counts.get(part, 0),
             # a part none of whose tensors was read is not measured, not identical
             "relative_change": _relative(moved[part], base[part]) if part in counts else None,
-            "changed": moved[part] > 0 if part in counts else None,
+            # nan (a weight not finite in one model) is a change, as inf is
+            "changed": bool(moved[part] != 0) if part in counts else None,
         }
         for part in parts
     ]
@@ -331,6 +338,7 @@ class _Said:
         self.dtypes: list[str] = []
         self.misfit: list[str] = []
         self.grown: list[str] = []
+        self.not_finite: list[str] = []
 
     def note(self, named: list[dict[str, Stored]]) -> str | None:
         """The note: parameters one model alone has (a head), or not compared, or compared in part."""
@@ -344,6 +352,8 @@ class _Said:
         if self.dtypes:
             said.append(f"weights of a type not read, not compared: {_some(self.dtypes)}")
         said.extend(self.grown)
+        if self.not_finite:  # its part reads changed, its relative change null
+            said.append(f"weights holding values that are not finite (nan or inf): {_some(self.not_finite)}")
         return "; ".join(said) or None
 
 
@@ -379,6 +389,8 @@ def _part(name: str, n_layers: int) -> str:
     found = _BLOCK.match(name)
     if found and int(found.group(1)) < n_layers:
         return f"block {found.group(1)}"
+    if _FIRST_BLOCK.search(name):
+        return "block 0"
     group = _GROUP.search(name)
     if group:  # ALBERT: a group's layers are run by every block it serves (`_every_block` names one group)
         return f"shared layer group {group.group(1)}"

@@ -23,6 +23,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..core.progress import step_progress
 from ..core.text_files import read_utf8
 from ..errors import BackendUnavailable, InvalidInput, caller_level
@@ -150,7 +152,7 @@ def check_sif(sif: object) -> None:
     its own ValueError said neither the keyword nor None (no weights)."""
     if sif is None:
         return
-    if isinstance(sif, bool) or not isinstance(sif, (int, float)) or not 0 < sif < 1:
+    if isinstance(sif, (bool, np.bool_)) or not isinstance(sif, (int, float, np.number)) or not 0 < sif < 1:
         raise InvalidInput(
             f"sif={sif!r}: the SIF coefficient of the Zipf weights is a number over 0 and under 1 "
             "(1e-4 by default), or sif=None for no weights"

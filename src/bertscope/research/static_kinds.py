@@ -128,12 +128,15 @@ def compare_kinds(
     normalises them); the distilled model (a model2vec folder, or one `distilled_for` read) covers
     every pair.
     """
+    folder = isinstance(distilled, (str, os.PathLike))
+    if not (folder or distilled is None or callable(getattr(distilled, "encode", None))):
+        raise InvalidInput(
+            f"distilled={distilled!r}: give a model2vec folder (bertscope distill wrote it) or the model "
+            "distilled_for read from one"
+        )
     words, ia, ib, gold = indexed_word_pairs(pairs, "word evaluation")
     everyone = np.ones(len(pairs), dtype=bool)
-    if distilled is None or not isinstance(distilled, (str, os.PathLike)):
-        static = distilled
-    else:
-        static = distilled_for(model, distilled)
+    static: Any = distilled_for(model, distilled) if folder else distilled  # else one distilled_for read
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
         scores = {"spearman": float("nan"), "pearson": float("nan")}
