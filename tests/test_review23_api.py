@@ -47,6 +47,8 @@ def test_llamaindex_refuses_a_list_pair_before_the_model_runs(bert: bertscope.Mo
         li._get_text_embeddings([["a", "b"]])  # type: ignore[list-item]
     with pytest.raises(InvalidInput, match=r"^text 0 is an \(A, B\) pair, not a string"):
         li.get_text_embedding_batch([("a", "b")])  # type: ignore[list-item]
+    with pytest.raises(InvalidInput, match=r"^text 1 is a list, not a string: LlamaIndex takes strings"):
+        li.get_text_embedding_batch(["x", ["a", 1]])  # type: ignore[list-item]  # embed spoke of pairs
     assert len(li.get_text_embedding_batch(["a", "b"])) == 2
 
 

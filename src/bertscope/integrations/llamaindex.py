@@ -34,7 +34,7 @@ from typing_extensions import Unpack
 from ..core.folder import DEFAULT_MODEL
 from ..core.post import PostProcessor
 from ..core.spec import RecipeKeywords
-from ..core.texts_given import is_pair
+from ..core.texts_given import is_pair, type_named
 from ..errors import InvalidInput, InvalidSpec
 from ._shared import (
     Loaded,
@@ -276,6 +276,8 @@ def _strings(texts: list[Any]) -> list[str]:
         if is_pair(text):
             given = "an (A, B) pair" if isinstance(text, tuple) else "a list of two strings (an A, B pair)"
             raise InvalidInput(f"text {index} is {given}, not a string: {_PAIRS}")
+        if isinstance(text, (list, tuple)):  # a pair's shape gone wrong: embed would speak of pairs
+            raise InvalidInput(f"text {index} is {type_named(text)}, not a string: LlamaIndex takes strings")
     return texts
 
 
