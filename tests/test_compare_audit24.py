@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from bertscope.research import compare as compare_module
+from bertscope.research import weight_changes as weights_module
 from bertscope.research.compare import weight_changes
 
 # (family, a piece of the names perturbed, the part the table must name)
@@ -87,7 +87,7 @@ def test_weights_are_summed_in_bounded_memory(tmp_path, monkeypatch) -> None:
     for name, value in (("a", a), ("b", b)):
         (tmp_path / name).mkdir()
         save_file({"encoder.layer.0.dense.weight": value}, tmp_path / name / "model.safetensors")
-    monkeypatch.setattr(compare_module, "BLOCK_VALUES", 256 * 64)  # 64 rows: 128 KB of float64
+    monkeypatch.setattr(weights_module, "BLOCK_VALUES", 256 * 64)  # 64 rows: 128 KB of float64
     tracemalloc.start()
     try:
         rows, _ = weight_changes(tmp_path / "a", tmp_path / "b", 1)
@@ -122,7 +122,7 @@ def test_float64_weights_are_read_and_other_floats_said(tmp_path, monkeypatch) -
     # a float8 tensor (the bytes of one): not read, so named, not counted identical
     from bertscope.core.safetensors_header import Stored
 
-    real = compare_module.safetensors_tensors
+    real = weights_module.safetensors_tensors
 
     def with_f8(path: Path) -> dict[str, Stored]:
         found = dict(real(path))
@@ -131,7 +131,7 @@ def test_float64_weights_are_read_and_other_floats_said(tmp_path, monkeypatch) -
         )
         return found
 
-    monkeypatch.setattr(compare_module, "safetensors_tensors", with_f8)
+    monkeypatch.setattr(weights_module, "safetensors_tensors", with_f8)
     rows, note = weight_changes(tmp_path / "a", tmp_path / "b", 1)
     assert rows[1] == {
         "part": "block 0", "block": 0, "parameters": 0, "relative_change": None, "changed": None
@@ -212,5 +212,5 @@ def test_a_weight_not_finite_is_a_change_and_said(tiny_dirs, tmp_path) -> None:
 
 def test_debertas_convolution_is_block_0s() -> None:
     """transformers applies DeBERTa-v2's conv (conv_kernel_size > 0) to the first layer's output."""
-    assert compare_module._part("encoder.conv.conv.weight", 2) == "block 0"
-    assert compare_module._part("encoder.conv.LayerNorm.weight", 2) == "block 0"
+    assert weights_module._part("encoder.conv.conv.weight", 2) == "block 0"
+    assert weights_module._part("encoder.conv.LayerNorm.weight", 2) == "block 0"
