@@ -64,6 +64,7 @@ def explore(
     import uvicorn
 
     from ..server import create_app
+    from ..server.hosts import guard_loopback
 
     # Bound before the model loads, as `serve` binds it: a busy port is one line, not uvicorn's error
     # after seconds of loading; --port 0 takes the free port the system gives.
@@ -80,7 +81,9 @@ def explore(
         fast_min_cosine=fast_min_cosine,
     )
     url = f"http://{_HOST}:{chosen}/"
-    server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))
+    explorer = create_app(m)
+    guard_loopback(explorer, _HOST)  # only requests addressed to loopback: a page's DNS rebinding is refused
+    server = uvicorn.Server(uvicorn.Config(explorer, host=_HOST, port=chosen, log_level="warning"))
 
     def announce() -> None:
         while not server.started and not server.should_exit:

@@ -179,6 +179,7 @@ def serve(
     from ..server import ServerSettings, create_app
     from ..server.capacity import Server
     from ..server.connection import uvicorn_config
+    from ..server.hosts import guard_loopback
     from ..server.settings import TokenIds
 
     if token_ids not in {t.value for t in TokenIds}:
@@ -234,6 +235,7 @@ def serve(
     )
     # the app loads the --post files and --store stores: a bad one fails here, before "serving" is said
     app = create_app(m, settings=settings)
+    guard_loopback(app, host)  # on loopback, only requests addressed to it (DNS rebinding)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     config = uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)
     Server(config).run(sockets=[listening])

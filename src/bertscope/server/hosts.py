@@ -1,0 +1,58 @@
+"""A service listening on a loopback address answers only requests addressed to one (DNS rebinding).
+
+A web page the user opens can point a name it owns at 127.0.0.1 and then call the service as its own
+origin: the browser sends that name as the Host header, and the page reads the answers (a store's texts
+from /occurrences, the model's vectors). A request on loopback whose Host names no loopback address is
+refused in one line, before any route runs; a service on another address (`--host 0.0.0.0`, meant to be
+reached by name) is left alone, and guarded by `--api-key`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.datastructures import Headers
+
+from .error_answers import error_response
+from .validation import route_path
+
+__all__ = ["LOOPBACK", "LoopbackHosts", "guard_loopback"]
+
+# The loopback addresses and names a Host header may carry (IPv6 written bare, as the bind address is)
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def guard_loopback(app: FastAPI, host: str) -> None:
+    """Add `LoopbackHosts` to `app` where it listens on loopback (`host`); elsewhere nothing."""
+    if host in LOOPBACK:
+        app.add_middleware(LoopbackHosts)
+
+
+class LoopbackHosts:
+    """ASGI middleware: refuse (400) an HTTP request whose Host header names no loopback address."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Pass a request addressed to loopback (or with no Host: no browser sends none) to the app."""
+        if scope["type"] == "http":
+            given = Headers(scope=scope).get("host", "")
+            if given and host_name(given).lower() not in LOOPBACK:
+                message = (
+                    f"the Host header names {given!r}, not the loopback address the service listens on: "
+                    "reach it as http://127.0.0.1:PORT or http://localhost:PORT (a page that points another "
+                    "name here, DNS rebinding, is refused); serve --host 0.0.0.0 --api-key KEY to be "
+                    "reached by name"
+                )
+                await error_response(route_path(scope), 400, message)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def host_name(host: str) -> str:
+    """A Host header's name without its port: '127.0.0.1:8080' -> '127.0.0.1', '[::1]:80' -> '::1'."""
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
