@@ -47,3 +47,14 @@ def test_host_names() -> None:
     assert [host_name(h) for h in ("127.0.0.1:80", "[::1]:80", "[::1]", "localhost", "::1")] == [
         "127.0.0.1", "::1", "::1", "localhost", "::1",
     ]  # fmt: skip
+
+
+def test_a_reverse_proxys_name_is_answered_when_allowed(tiny_models: dict[str, bertscope.Model]) -> None:
+    """nginx with `proxy_set_header Host $host` passes the public name: serve --allow-host NAME."""
+    app = create_app(tiny_models["bert"])
+    guard_loopback(app, "127.0.0.1", allow=["API.example.com"])
+    with TestClient(app, base_url="https://api.example.com") as client:
+        assert client.post("/v2/embed", json={"inputs": "hi"}).status_code == 200
+    with TestClient(app, base_url="https://other.example.com") as client:
+        said = client.post("/v2/embed", json={"inputs": "hi"}).json()["detail"]
+    assert said.endswith("a reverse proxy's name: serve --allow-host NAME")

@@ -51,6 +51,14 @@ def serve(
     cors_origin: Annotated[
         list[str] | None, typer.Option("--cors-origin", help="Allow browser calls from it (repeatable).")
     ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="On loopback, a Host name to answer besides 127.0.0.1/localhost/::1: a reverse proxy's "
+            "(repeatable).",
+        ),
+    ] = None,
     max_batch_tokens: Annotated[
         int | None, typer.Option("--max-batch-tokens", min=1, help="Tokens per batch (default: engine's).")
     ] = None,
@@ -235,7 +243,7 @@ def serve(
     )
     # the app loads the --post files and --store stores: a bad one fails here, before "serving" is said
     app = create_app(m, settings=settings)
-    guard_loopback(app, host)  # on loopback, only requests addressed to it (DNS rebinding)
+    guard_loopback(app, host, allow=allow_host or ())  # on loopback, only requests addressed to it
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     config = uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)
     Server(config).run(sockets=[listening])

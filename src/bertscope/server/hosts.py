@@ -9,6 +9,7 @@ reached by name) is left alone, and guarded by `--api-key`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI
@@ -23,28 +24,31 @@ __all__ = ["LOOPBACK", "LoopbackHosts", "guard_loopback"]
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def guard_loopback(app: FastAPI, host: str) -> None:
-    """Add `LoopbackHosts` to `app` where it listens on loopback (`host`); elsewhere nothing."""
+def guard_loopback(app: FastAPI, host: str, *, allow: Iterable[str] = ()) -> None:
+    """Add `LoopbackHosts` to `app` where it listens on loopback (`host`), answering the names `allow`
+    too (a reverse proxy on the machine that passes its own: `serve --allow-host`); elsewhere nothing."""
     if host in LOOPBACK:
-        app.add_middleware(LoopbackHosts)
+        app.add_middleware(LoopbackHosts, allow=frozenset(name.lower() for name in allow))
 
 
 class LoopbackHosts:
-    """ASGI middleware: refuse (400) an HTTP request whose Host header names no loopback address."""
+    """ASGI middleware: refuse (400) an HTTP request whose Host header names no loopback address (nor one
+    of `allow`)."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, allow: frozenset[str] = frozenset()) -> None:
         self.app = app
+        self.names = LOOPBACK | allow
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Pass a request addressed to loopback (or with no Host: no browser sends none) to the app."""
         if scope["type"] == "http":
             given = Headers(scope=scope).get("host", "")
-            if given and host_name(given).lower() not in LOOPBACK:
+            if given and host_name(given).lower() not in self.names:
                 message = (
                     f"the Host header names {given!r}, not the loopback address the service listens on: "
                     "reach it as http://127.0.0.1:PORT or http://localhost:PORT (a page that points another "
-                    "name here, DNS rebinding, is refused); serve --host 0.0.0.0 --api-key KEY to be "
-                    "reached by name"
+                    "name here, DNS rebinding, is refused); a reverse proxy's name: serve --allow-host "
+                    "NAME"
                 )
                 await error_response(route_path(scope), 400, message)(scope, receive, send)
                 return
