@@ -175,11 +175,7 @@ class Family:
         for key in self.activation_settings if known else ():
             value = _setting(config, key)
             if value is not None and not callable(value) and not isinstance(value, str):
-                # the load's own words for a field of the wrong type (core/loading.py)
-                return (
-                    f"config.json's {key} is {value!r}, which transformers {transformers_version()} refuses "
-                    f"(expected str, got {type(value).__name__}); correct {key} in config.json"
-                )
+                return wrong_type(key, f" is {value!r}", f"expected str, got {type(value).__name__}")
             if isinstance(value, str) and value not in known:
                 return (
                     f"its config sets {key}={value!r}, an activation transformers does not know (it knows: "
@@ -537,6 +533,16 @@ def family_for(model_type: str) -> Family:
     raise UnsupportedArchitecture(
         f"model type {model_type!r} is not a BERT-family encoder bertscope supports; "
         f"supported: {', '.join(SUPPORTED)}"
+    )
+
+
+def wrong_type(key: str, value_said: str, why: str) -> str:
+    """The one line of a config.json field of a type transformers refuses, said by the folder view and the
+    load alike (core/loading.py's from huggingface_hub's own refusal): the field, `value_said` (' is 5'),
+    `why` ('expected str, got int') and the fix."""
+    return (
+        f"config.json's {key}{value_said}, which transformers {transformers_version()} refuses ({why}); "
+        f"correct {key} in config.json"
     )
 
 

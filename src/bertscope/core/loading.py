@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from ..errors import BackendUnavailable, ModelLoadError, caller_level
 from ._enums import DType
 from .cpu import cpu_flags, has_native_bf16, has_vnni
-from .families import Family, decoder_note, family_for, transformers_version
+from .families import Family, decoder_note, family_for, transformers_version, wrong_type
 from .folder import (
     BUNDLED,
     DEFAULT_MODEL,
@@ -679,10 +679,7 @@ def _wrong_field(source: str, path: Path, exc: Exception) -> ModelLoadError:
     value = f" is {written[name]!r}" if name in written else " (left to its default)"
     expected = re.search(r"(expected [^;(]+?)(?: \(value:|;|$)", said)
     why = expected.group(1).strip() if expected else said
-    return ModelLoadError(
-        f"{source}: config.json's {name}{value}, which transformers {transformers_version()} refuses "
-        f"({why}); correct {name} in config.json"
-    )
+    return ModelLoadError(f"{source}: {wrong_type(name, value, why)}")
 
 
 def _unreadable_json(file: Path) -> str | None:
