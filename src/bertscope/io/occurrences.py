@@ -16,6 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -309,24 +310,24 @@ class _CutWords:
     def __init__(self, store: Store, model: Any) -> None:
         self.store = store
         self.model = model
-        self.asked = bool(store.settings.get("long", "truncate") == "truncate") and not (
+        self.asked = store.settings.get("long", "truncate") == "truncate" and not (
             store.settings.get("level") == "words" and store.settings.get("whole_words")
         )
-        self._tokenizer: Any = None
 
     def __call__(self, text: str) -> bool:
         """Whether the truncation cut `text`'s last kept word, as the store's rows were made."""
         from ..core._enums import LongText
 
-        tokenizer = self._tokenizer or self._store_tokenizer()
+        tokenizer = self._store_tokenizer
         if tokenizer is None:
             return False
-        self._tokenizer = tokenizer
         prompt = self.store.settings.get("prompt") or ""  # an older store's default prompt, as recorded
         return bool(tokenizer.encode_fitted([prompt + text], LongText.TRUNCATE)[0].last_word_cut)
 
+    @cached_property
     def _store_tokenizer(self) -> Any:
-        """The store's tokenizer cutting at its recorded limit, or None where it cannot be read."""
+        """The store's tokenizer cutting at its recorded limit, or None where it cannot be read (found
+        once per search: a folder that cannot be read is not opened again for every cut text)."""
         from ..core.folder import FolderView
         from ..core.tokens import TextTokenizer
 
