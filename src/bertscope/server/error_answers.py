@@ -47,7 +47,7 @@ from ..errors import BertscopeError, InputTooLong
 from .tei_bodies import too_many_digits
 from .tickets import QueueFull, ShuttingDown
 from .validation import not_json, readable, route_path
-from .wording import as_fields, body_model
+from .wording import as_fields, body_model, route_body
 
 __all__ = [
     "TEI_PATHS",
@@ -276,9 +276,8 @@ def _bodies_elsewhere(request: Request) -> dict[str, list[str]]:
     ("POST /v2/embed")."""
     routes: dict[str, list[str]] = {}
     for route in getattr(request.app, "routes", ()):
-        field = getattr(route, "body_field", None)
-        body = getattr(getattr(field, "field_info", None), "annotation", None)
-        if not (isinstance(body, type) and issubclass(body, BaseModel) and getattr(body, "own_body", False)):
+        body = route_body(route)
+        if body is None or not getattr(body, "own_body", False):
             continue
         methods = ", ".join(sorted(m for m in getattr(route, "methods", ()) if m != "HEAD"))
         for name, info in body.model_fields.items():

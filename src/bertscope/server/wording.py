@@ -28,7 +28,7 @@ from typing import Any, get_args
 from fastapi import Request
 from pydantic import BaseModel
 
-__all__ = ["OPTIONS", "as_fields", "body_model"]
+__all__ = ["OPTIONS", "as_fields", "body_model", "route_body"]
 
 # The library's option keywords that its messages write as `name=value`; other names stay as written.
 OPTIONS = frozenset(
@@ -67,7 +67,12 @@ _CLAUSE = re.compile(r"; |, or |,? or | \(or | \(|, ")
 
 def body_model(request: Request) -> type[BaseModel] | None:
     """The request model of the route `request` reached (None before routing, or for a route without one)."""
-    field = getattr(request.scope.get("route"), "body_field", None)
+    return route_body(request.scope.get("route"))
+
+
+def route_body(route: object) -> type[BaseModel] | None:
+    """The request model of `route` (None for a route without one, or no route)."""
+    field = getattr(route, "body_field", None)
     model = getattr(getattr(field, "field_info", None), "annotation", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
