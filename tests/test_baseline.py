@@ -74,7 +74,7 @@ def test_calibrate_saves_and_checks_its_settings(bundled: bertscope.Model, tmp_p
         ("Kids play football in the park.", "The recipe needs two eggs.", 0),
     ]
     t = calibrate(bundled, pairs, pooling="mean")
-    assert t.f1 == 1.0 and t.positives == 3 and t.negatives == 3
+    assert t.f1 == 1.0 and t.n_positives == 3 and t.n_negatives == 3
     path = t.save(tmp_path / "threshold.json")
     loaded = load_threshold(path)
     assert loaded == t and json.loads(path.read_text())["settings"]["pooling"] == "mean"

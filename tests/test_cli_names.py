@@ -530,7 +530,7 @@ def test_calibrate_input_and_the_older_positional(tmp_path: Path) -> None:
         out = tmp_path / f"{how}.json"
         _ok("calibrate", *args, "-p", "mean", "-o", str(out), "--json")
         made[how] = json.loads(out.read_text())
-    assert made["input"] == made["positional"] and made["input"]["positives"] > 0
+    assert made["input"] == made["positional"] and made["input"]["n_positives"] > 0
     shown = _ok("calibrate", "--help")
     assert "--input" in shown and "calibrate -i pairs.tsv" in shown
     said = _refusal("calibrate", pairs, "-i", pairs, "-o", str(tmp_path / "both.json"))

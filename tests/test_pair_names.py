@@ -48,7 +48,7 @@ def test_calibrate_embeds_each_text_once_and_scores_as_before(tiny_bert: bertsco
     cosines = np.einsum("nd,nd->n", unit(left), unit(right))  # each column embedded on its own, as before
     cut, precision, recall, f1 = best_threshold(cosines, np.array([p[2] for p in labelled]))
     assert threshold.threshold == pytest.approx(cut, abs=1e-6) and threshold.f1 == pytest.approx(f1)
-    assert threshold.positives == 3 and threshold.negatives == 1
+    assert threshold.n_positives == 3 and threshold.n_negatives == 1
 
 
 def test_the_command_line_names_a_refused_text_by_its_line(
@@ -89,7 +89,7 @@ def test_pairs_files_read_standard_input_as_embed_does(
     output = tmp_path / "threshold.json"
     cut = run_main("calibrate", "-i", "-", "-m", model, "-o", str(output), "--json")
     assert cut.code == 0, cut.stderr
-    assert json.loads(output.read_text())["positives"] == 2
+    assert json.loads(output.read_text())["n_positives"] == 2
     stdin("a cat\ta dog\t0.1\nthe sun\ta cat\t0.5\nx\ty\t0.9\n")
     swept = run_main("eval", "pairs", "-", "-m", model, "--layers", "1", "-p", "mean", "--no-plot", "--json")
     assert swept.code == 0, swept.stderr

@@ -42,7 +42,7 @@ def test_word_eval_and_contextuality_lines(tmp_path: Path) -> None:
     records = [{"layer": "static", "spearman": 0.4}] + [
         {"layer": k, "spearman": 0.3 + k / 20} for k in range(7)
     ]
-    evaluation = WordEval(records, {"n_pairs": 9, "n_words": 12, "whole": 10, "split": 2})
+    evaluation = WordEval(records, {"n_pairs": 9, "n_words": 12, "n_words_whole": 10, "n_words_split": 2})
     assert_picture(plot_word_eval(evaluation, tmp_path / "words.png"))
     rows = [
         {

@@ -310,19 +310,20 @@ def eval_words(
         emit_json({"records": result.records, "coverage": result.coverage, "settings": result.settings})
         return
     shown = [{**r, "layer": "-" if r["layer"] is None else r["layer"]} for r in result.records]
-    keys = ["kind", "layer", "covered", "spearman", "pearson", "spearman_common"]
+    keys = ["kind", "layer", "n_pairs_covered", "spearman", "pearson", "spearman_common"]
     out.print(records_table(shown, f"{name}: Spearman of cosine vs gold, per kind of static vector", keys))
     cov = result.coverage
     out.print(
-        f"coverage: {cov['n_pairs']} pairs, {cov['n_words']} words: {cov['whole']} whole, {cov['split']} "
-        "split into word pieces (rows and decontextualised: a split word is the mean of its pieces)",
+        f"coverage: {cov['n_pairs']} pairs, {cov['n_words']} words: {cov['n_words_whole']} whole, "
+        f"{cov['n_words_split']} split into word pieces (rows and decontextualised: a split word is the "
+        "mean of its pieces)",
         highlight=False,
     )
     if aggregated is not None:
         out.print(
             f"aggregated over {aggregated.settings['n_texts']} texts: {len(aggregated.words)} words "
             f"(min count {min_count}); a pair is covered when the corpus held both words; "
-            f"spearman_common: on the {result.records[0]['common']} pairs every kind covers",
+            f"spearman_common: on the {result.records[0]['n_pairs_common']} pairs every kind covers",
             highlight=False,
         )
 

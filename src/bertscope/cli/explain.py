@@ -193,7 +193,7 @@ def calibrate(
         f"{threshold.precision:.3f}",
         f"{threshold.recall:.3f}",
         f"{threshold.f1:.3f}",
-        f"{threshold.positives} / {threshold.negatives}",
+        f"{threshold.n_positives} / {threshold.n_negatives}",
     )
     out.print(table)
     out.print(f"settings: {threshold.settings}", highlight=False)

@@ -746,9 +746,9 @@ def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> W
     coverage = {
         "n_pairs": len(pairs),
         "n_words": len(words),
-        "whole": len(words) - len(split),
-        "split": len(split),
-        "pairs_all_whole": int(sum(1 for a, b, _ in pairs if a not in split and b not in split)),
+        "n_words_whole": len(words) - len(split),
+        "n_words_split": len(split),
+        "n_pairs_all_whole": int(sum(1 for a, b, _ in pairs if a not in split and b not in split)),
         "oov": "words the vocabulary lacks are the mean of their word pieces (static and every layer)",
     }
     return WordEval(records, coverage)

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.fingerprint_facts import model_files
 from ..core.post import PostProcessor, prepare_post
+from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..core.text_files import is_column_name, read_utf8, shown_path
 from ..core.texts_given import text_refusal, type_named
@@ -144,13 +145,23 @@ class Threshold:
     precision: float
     recall: float
     f1: float
-    positives: int
-    negatives: int
+    n_positives: int
+    n_negatives: int
     model: str
     settings: dict[str, Any]
     # the model's files (`model_files`): a model is the same whatever path names it (None: a file from
     # before they were recorded, checked by the name alone)
     model_files: str | None = None
+
+    @property
+    def positives(self) -> int:
+        """Deprecated: `n_positives`."""
+        return renamed_field(self.n_positives, owner="Threshold", name="n_positives", old="positives")
+
+    @property
+    def negatives(self) -> int:
+        """Deprecated: `n_negatives`."""
+        return renamed_field(self.n_negatives, owner="Threshold", name="n_negatives", old="negatives")
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain JSON-able values."""
@@ -254,11 +265,14 @@ def load_threshold(path: str | Path) -> Threshold:
         data = None
     if not isinstance(data, dict) or data.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope threshold file; make one with `bertscope calibrate`")
+    for old in ("positives", "negatives"):  # a file from before the counts were named n_*
+        if old in data and f"n_{old}" not in data:
+            data[f"n_{old}"] = data.pop(old)
     try:
         threshold = Threshold(**data)
     except TypeError:  # fields missing or unknown
         threshold = None
-    numbers = ("threshold", "precision", "recall", "f1", "positives", "negatives")
+    numbers = ("threshold", "precision", "recall", "f1", "n_positives", "n_negatives")
     if (
         threshold is None
         or not all(
@@ -347,8 +361,8 @@ def calibrate(
         precision=precision,
         recall=recall,
         f1=f1,
-        positives=int(labels.sum()),
-        negatives=int(len(labels) - labels.sum()),
+        n_positives=int(labels.sum()),
+        n_negatives=int(len(labels) - labels.sum()),
         model=model.loaded.source,
         settings=score_settings(spec.as_dict(), processor, cut=True),
         model_files=model_files(model),

@@ -117,7 +117,8 @@ def plot_word_eval(
     ax.set_xlabel("layer (0 = embedding layer output)")
     ax.set_ylabel("Spearman vs gold")
     cov = result.coverage
-    ax.set_title(f"{title}: {cov['n_pairs']} pairs, {cov['split']}/{cov['n_words']} words split into pieces")
+    split = f"{cov['n_words_split']}/{cov['n_words']} words split into pieces"
+    ax.set_title(f"{title}: {cov['n_pairs']} pairs, {split}")
     ax.legend()
     ax.grid(alpha=0.3)
     return save_figure(figure, path, overwrite=overwrite)

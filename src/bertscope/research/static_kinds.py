@@ -95,8 +95,8 @@ def static_decontextualized(
 
 @dataclass
 class KindsEval:
-    """One record per kind x layer: kind, layer, pairs covered, coverage share, spearman, pearson, and
-    spearman_common on the `common` pairs every kind covers."""
+    """One record per kind x layer: kind, layer, n_pairs_covered, coverage (their share), spearman, pearson,
+    and spearman_common on the n_pairs_common pairs every kind covers."""
 
     records: list[dict[str, Any]]
     coverage: dict[str, Any]
@@ -143,7 +143,13 @@ def compare_kinds(
         if covered.sum() >= 3:  # too few pairs covered: no correlation, not an error
             scores = correlations(vectors[ia][covered], vectors[ib][covered], gold[covered])
         share = float(covered.mean())
-        found = {"kind": kind, "layer": layer, "covered": int(covered.sum()), "coverage": share, **scores}
+        found = {
+            "kind": kind,
+            "layer": layer,
+            "n_pairs_covered": int(covered.sum()),
+            "coverage": share,
+            **scores,
+        }
         return {**found, "_covered": covered, "_vectors": vectors}
 
     found = _spelled_words(model, words, pairs)
@@ -163,13 +169,18 @@ def compare_kinds(
     # Kinds that cover fewer pairs are also scored on the pairs every kind covers, to compare like with like.
     common = np.logical_and.reduce([r.pop("_covered") for r in records])
     for r in records:
-        r["common"] = int(common.sum())
+        r["n_pairs_common"] = int(common.sum())
         r["spearman_common"] = _spearman_on(r.pop("_vectors"), ia, ib, gold, common)
     settings = {"model": model.loaded.source, "n_words": len(words)}
     if aggregated is not None:
         settings["corpus"] = {k: aggregated.settings.get(k) for k in ("n_texts", "n_words_kept", "subword")}
     split = sum(1 for f in found if len(f.ids) > 1)
-    coverage = {"n_pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
+    coverage = {
+        "n_pairs": len(pairs),
+        "n_words": len(words),
+        "n_words_whole": len(words) - split,
+        "n_words_split": split,
+    }
     return KindsEval(records, coverage, settings)
 
 
@@ -239,7 +250,7 @@ def plot_kinds(
     from .plots import picture_file, save_figure
 
     picture_file(path, overwrite=overwrite)  # before drawing: a refused path costs no figure
-    common = result.records[0]["common"]
+    common = result.records[0]["n_pairs_common"]
     metric = "spearman_common" if common < result.coverage["n_pairs"] else "spearman"
     figure = Figure(figsize=(6.4, 4.0))
     ax = figure.add_subplot()
