@@ -145,7 +145,8 @@ def search_occurrences(
     target = _checked_word(word)
     m = None
     if context is not None:
-        m = model_for(opened.settings, model, store_limit=True)  # the context cut as the stored rows were
+        # the context cut as the stored rows were; a folder of other files refused before it loads
+        m = model_for(opened.settings, model, store_limit=True, path=opened.path, made=_made(opened))
         _check_same(opened, m, layers)
         _one_word(word, m)  # before the context: a word the tokenizer splits is in no context either
     query, span, dropped = (
@@ -501,10 +502,16 @@ def _check_same(store: Store, model: Any, layers: Any) -> None:
     from ..core.layers import parse_layers
 
     settings = store.settings
-    made = f"{settings.get('model')}, layers {settings.get('layers')}, combine {settings.get('combine')}"
+    made = _made(store)
     same_model(settings, model, path=store.path, made=made)
     if layers is not None and list(parse_layers(layers, model.n_layers)) != list(settings["layers"]):
         raise CorpusError(
             f"{store.path} was made with {made}; layers {layers!r} were asked for: "
             "search it with the store's own layers (leave layers= out)"
         )
+
+
+def _made(store: Store) -> str:
+    """What a token store was made with, as a refusal of another model or layers names it."""
+    settings = store.settings
+    return f"{settings.get('model')}, layers {settings.get('layers')}, combine {settings.get('combine')}"

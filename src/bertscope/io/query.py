@@ -14,6 +14,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from .sink_settings import settings_diff, settings_differ
 
 __all__ = [
     "PrecisionWarning", "embed_query", "model_for", "precision_note", "query_vector", "recorded_limit",
-    "refuse_other_files", "refuse_unread", "same_model",
+    "refuse_other_files", "refuse_other_folder", "refuse_unread", "same_model",
 ]  # fmt: skip
 
 # What a query text reads of the options given: the post-processing (checked to be the store's) and the
@@ -113,7 +114,7 @@ def embed_query(
 
     processor = as_post(post)  # read once: checked here, applied by the recipe
     _check_same_post(settings.get("post"), processor)
-    m = model_for(settings, model, store_limit=True)
+    m = model_for(settings, model, store_limit=True, path=path)
     same_model(settings, m, path=path)
     if prompt_name is None and prompt is None:
         prompt_name = query_prompt_name(settings, m.prompts)
@@ -196,6 +197,14 @@ def refuse_other_files(
         )
 
 
+def refuse_other_folder(settings: dict[str, Any], name: Any, *, path: Path, made: str | None = None) -> None:
+    """`refuse_other_files` of a model named by a local folder (`name`; a loaded model or a hub name is
+    checked by `same_model` once loaded), before it loads: a load of another model is seconds and an
+    ONNX export left in the cache, all for a refusal."""
+    if isinstance(name, (str, PathLike)) and Path(name).is_dir():
+        refuse_other_files(settings, file_hashes(Path(name)), path=path, source=str(name), made=made)
+
+
 class PrecisionWarning(UserWarning):
     """The model given runs at another precision than the store was made with: scores may move a little.
 
@@ -243,8 +252,18 @@ def _note_precision(settings: dict[str, Any], info: Any, path: Path) -> None:
         warnings.warn(PrecisionWarning(precision_note(path, differ), differ), stacklevel=4)
 
 
-def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool = False) -> Any:
+def model_for(
+    settings: dict[str, Any],
+    model: Any = None,
+    *,
+    store_limit: bool = False,
+    path: Path | None = None,
+    made: str | None = None,
+) -> Any:
     """The model to embed queries for a store: `model` if given, else the store's own, as it ran.
+
+    `path`: the store's, where a model named by a folder whose files are not the store's model's is
+    refused before it loads (`refuse_other_folder`, `made` describing the store as `same_model`'s does).
 
     `store_limit`: a model loaded here (by the store's name or the one given) cuts texts at the store's
     recorded token limit (`recorded_limit`), as its rows were cut (`load(max_tokens=12)`, or a limit rule
@@ -263,6 +282,8 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
         reloadable(settings)
         moved_away(settings)
     name = model or settings.get("model_arg")
+    if path is not None:
+        refuse_other_folder(settings, name, path=path, made=made)
     options = {
         "dtype": settings.get("dtype", "float32"),
         "backend": settings.get("backend") or "auto",

@@ -1,0 +1,72 @@
+"""Audit 25a: search refuses another model before loading it, reads an id as it reads the store, and the
+command line refuses -k 0 as a range error and shortens a long query in its table's title."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bertscope
+from bertscope.core import loaders
+from bertscope.errors import CorpusError, InvalidInput
+from bertscope.io.occurrences import search_occurrences
+from bertscope.io.search import search
+from console import run_main
+from tiny_models import build_tiny_model
+
+TEXTS = ["a storm hits the coast", "the cat sat", "we sat on the bank of the river"]
+
+
+@pytest.fixture(scope="module")
+def other(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BERT folder: a model whose files are not the bundled model's."""
+    return build_tiny_model("bert", tmp_path_factory.mktemp("other") / "tinybert")
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) -> dict[str, Path]:
+    """A sentence store and a token store made with the bundled model."""
+    root = tmp_path_factory.mktemp("stores")
+    made = {"sentence": root / "s.parquet", "tokens": root / "tok.parquet"}
+    bertscope.embed_corpus(TEXTS, made["sentence"], model=bundled, progress=False)
+    bertscope.embed_corpus(TEXTS, made["tokens"], model=bundled, level="tokens", progress=False)
+    return made
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch, cache: Path) -> list[Any]:
+    """The names the registered loader was asked for; each load stops the search (nothing loads)."""
+    asked: list[Any] = []
+
+    def load_model(name: Any, **options: Any) -> None:
+        asked.append(name)
+        raise InvalidInput("stop: the model would load here")
+
+    monkeypatch.setattr(loaders, "load_model", load_model)
+    return asked
+
+
+def test_a_folder_of_other_files_is_refused_before_it_loads(
+    stores: dict[str, Path], other: Path, bundled_path: Path, loads: list[Any], cache: Path
+) -> None:
+    """`similar -m OTHER` (no --device) and `search(..., model=folder)` loaded and exported OTHER (~15 s)
+    before `same_model` refused it: the folder's files are compared first now, by search and by the
+    occurrence search alike; the store's own folder still loads."""
+    store, tokens = stores["sentence"], stores["tokens"]
+    refusal = f"the files of the model {other} are not those it was made with"
+    with pytest.raises(CorpusError, match=refusal):
+        search("a storm", store, model=str(other))
+    with pytest.raises(CorpusError, match=refusal):
+        search_occurrences(tokens, word="bank", context="the bank of the river", model=other)
+    ran = run_main("similar", "a storm", "--store", str(store), "-m", str(other), "-k", "2")
+    assert ran.code == 1 and refusal in ran.stderr, ran.stderr
+    ran = run_main(
+        "similar", "--store", str(tokens), "--word", "bank", "--context", "the bank", "-m", str(other)
+    )
+    assert ran.code == 1 and refusal in ran.stderr, ran.stderr
+    assert loads == [] and not list(cache.rglob("*.onnx"))
+    with pytest.raises(InvalidInput, match="stop: the model would load here"):
+        search("a storm", store, model=str(bundled_path))
+    assert loads == [str(bundled_path)]
