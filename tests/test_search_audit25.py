@@ -13,7 +13,9 @@ from bertscope.core import loaders
 from bertscope.errors import CorpusError, InvalidInput
 from bertscope.io.occurrences import search_occurrences
 from bertscope.io.search import search
+from bertscope.io.stores import Store
 from console import run_main
+from test_index import clustered, write_store
 from tiny_models import build_tiny_model
 
 TEXTS = ["a storm hits the coast", "the cat sat", "we sat on the bank of the river"]
@@ -70,3 +72,23 @@ def test_a_folder_of_other_files_is_refused_before_it_loads(
     with pytest.raises(InvalidInput, match="stop: the model would load here"):
         search("a storm", store, model=str(bundled_path))
     assert loads == [str(bundled_path)]
+
+
+def test_an_id_is_looked_up_rows_per_read_rows_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`search(item_id=...)` read the id's vector 65,536 rows at a time whatever `rows_per_read` said (a
+    50k-row store: 387 MiB where the search itself stayed at 171): the lookup reads as the search does."""
+    vectors = clustered(20, 1)
+    path = write_store(tmp_path / "store.parquet", vectors)
+    sizes: list[int] = []
+    chunks = Store.chunks
+
+    def recorded(self: Store, size: int = 65536) -> Any:
+        sizes.append(size)
+        return chunks(self, size)
+
+    monkeypatch.setattr(Store, "chunks", recorded)
+    hits = search(None, path, item_id="r7", rows_per_read=3, exact=True, top_k=1)
+    assert sizes and set(sizes) == {3}
+    assert hits[0].id != "r7"  # the id itself is left out of its own neighbours

@@ -122,7 +122,11 @@ def search(
         what = "the query vector" if item_id is None else f"the stored vector of {item_id!r}"
         refuse_unread(asked, settings, opened.path, vector=what, model_given=model is not None)
         width = _stored_width(opened) if item_id is None else None  # a stored vector has the store's own
-        vector = opened.vector_of(str(item_id)) if item_id is not None else query_vector(query, width)
+        vector = (
+            opened.vector_of(str(item_id), size=per_read)
+            if item_id is not None
+            else query_vector(query, width)
+        )
     _check_query(vector, item_id)
     exclude = None if item_id is None else str(item_id)
     found = None if exact else _index_state(opened)

@@ -67,9 +67,9 @@ class Store:
         rows = np.asarray(rows, dtype=np.int64)
         return rules.reader.take(self.path, rows, self.read_column if vectors else None)
 
-    def vector_of(self, item_id: str) -> np.ndarray:
-        """The stored vector of one id, or CorpusError if there is none."""
-        for ids, _, vectors in self.chunks():
+    def vector_of(self, item_id: str, *, size: int = 65536) -> np.ndarray:
+        """The stored vector of one id, or CorpusError if there is none; read `size` rows at a time."""
+        for ids, _, vectors in self.chunks(size):
             if item_id in ids:
                 return np.array(vectors[ids.index(item_id)])
         raise CorpusError(
