@@ -92,3 +92,20 @@ def test_an_id_is_looked_up_rows_per_read_rows_at_a_time(
     hits = search(None, path, item_id="r7", rows_per_read=3, exact=True, top_k=1)
     assert sizes and set(sizes) == {3}
     assert hits[0].id != "r7"  # the id itself is left out of its own neighbours
+
+
+@pytest.mark.parametrize("k", ["0", "-1"])
+def test_top_k_under_one_is_a_range_error(stores: dict[str, Path], k: str) -> None:
+    """`similar -k 0` exited 1 with the library's line, where --nprobe 0 and the other commands' -k are
+    click range errors (exit 2, docs/errors.md)."""
+    ran = run_main("similar", "a storm", "--store", str(stores["sentence"]), "-k", k)
+    assert ran.code == 2 and "greater than or equal to 1" in ran.stderr, ran.stderr
+
+
+def test_a_long_query_is_shortened_in_the_title(stores: dict[str, Path]) -> None:
+    """A query of 400 words was printed whole as the table's title (~90 lines above a 2-row table)."""
+    query = " ".join(["storm coast"] * 400)
+    ran = run_main("similar", query, "--store", str(stores["sentence"]), "-k", "2")
+    assert ran.code == 0, ran.stderr
+    assert "storm coast storm" in ran.stdout and query not in ran.stdout
+    assert len(ran.stdout.splitlines()) < 12, ran.stdout

@@ -24,7 +24,7 @@ from .app import (
     top_k_option,
     warn,
 )
-from .embed_printed import say_job_cut
+from .embed_printed import say_job_cut, short_text
 from .typer_setup import missing_argument
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def similar(
             help="With --word: rank occurrences by the sense it has here (its first use, if used twice).",
         ),
     ] = None,
-    k: Annotated[int, top_k_option("How many results (texts, or a word's occurrences).")] = 5,
+    k: Annotated[int, top_k_option("How many results (texts, or a word's occurrences).", least=1)] = 5,
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,
@@ -230,7 +230,8 @@ def similar(
         emit_json([h.to_dict() for h in hits])
         return
     chunked = any(h.chunk is not None for h in hits)
-    title = f"nearest to {query or 'id ' + str(item_id)!r}"
+    # a long query shortened as `similarity` shortens its rows: the title is a label, not the text
+    title = f"nearest to {short_text(query or 'id ' + str(item_id), 60)!r}"
     table = Table("rank", "id", *(("chunk", "span") if chunked else ()), "score", "text", title=title)
     for rank, hit in enumerate(hits, 1):
         where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
@@ -298,14 +299,12 @@ def ray_shards(store: Path, *, option: str, command: str) -> None:
 def _store_model(store: Path, collection: str | None, model: str | None, run: dict[str, Any]) -> Any:
     """The query's model loaded with the run options given, the store's own settings for the rest; a -m
     folder whose files are not the store's model's is refused before it loads (seconds, an export)."""
-    from ..core.fingerprint_facts import file_hashes
-    from ..io.query import refuse_other_files
+    from ..io.query import refuse_other_folder
     from ..io.stores import open_store
     from .app import load_model
 
     settings = open_store(store, collection=collection).settings
-    if model is not None and Path(model).is_dir():
-        refuse_other_files(settings, file_hashes(model), path=store, source=model)
+    refuse_other_folder(settings, model or settings.get("model_arg"), path=store)
     return load_model(
         model or settings.get("model_arg"),
         device=run["device"] or "auto",
@@ -363,7 +362,11 @@ def _occurrences(
             }
         )
         return
-    what = f"{word!r} nearest to its use in {context!r}" if context else f"occurrences of {word!r}"
+    what = (
+        f"{word!r} nearest to its use in {short_text(context, 60)!r}"
+        if context
+        else f"occurrences of {word!r}"
+    )
     table = Table(
         "rank", "id", "span", "score", "snippet", title=f"{what} ({found.n_occurrences} in the store)"
     )
