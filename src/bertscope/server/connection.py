@@ -27,6 +27,16 @@ Connections are capped (`--max-connections`, `capacity.default_max_connections`:
 at most 4,096): one over the cap is answered a fixed 503 and closed as it opens, before a byte of it is
 read or parsed, and counted (`bertscope_connections_refused_total`), so idle connections cannot take the
 file descriptors the model and its open connections need.
+
+A connection closed while its client may still be sending (one refused as it opens, whose request is
+already in the socket; an answer sent before its body was read: a 413, a 415) lingers as nginx's
+`lingering_close` does: closed at once with unread bytes in the socket, the kernel would answer a reset,
+which discards the answer before the client reads it. It is half-closed instead (the answer and a FIN go
+out), and what the client still sends is read and dropped until it closes, for at most `LINGER_S` seconds
+and `LINGER_BYTES` bytes. A lingering connection no longer counts against `--max-connections` or its
+address's share (a client refused again and again must not lock others out by its refusals), and at most
+a quarter of the cap linger at once (past that one is closed at once, as before), so lingering holds a
+bounded number of file descriptors for a bounded time.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import h11
 import uvicorn
@@ -56,6 +66,11 @@ __all__ = ["CONNECTION_ANSWERED", "HeadTimedH11Protocol", "uvicorn_config"]
 # The status of an answer the connection sent itself, noted in the request's scope: the app's request ends
 # as if its client left, and the guard logs and counts what was sent (`guard.Guard`), not a 499.
 CONNECTION_ANSWERED = "bertscope.connection_answered"
+# How long a connection closed while its client may still send lingers, and the most it reads meanwhile.
+LINGER_S = 2.0
+LINGER_BYTES = 1024 * 1024
+# The client's states in which it may still be sending: a body not read to its end, a request h11 refused.
+_MAY_SEND = (h11.SEND_BODY, h11.ERROR)
 
 
 class _Dripped(Exception):
@@ -114,6 +129,29 @@ def peer_cap(max_connections: int, share: float) -> int:
     return max(1, int(max_connections * share))
 
 
+class _LingeringTransport:
+    """The connection's transport as uvicorn sees it: its close lingers while the client may still be
+    sending (`HeadTimedH11Protocol.linger`), and it reads as closing from then on."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: HeadTimedH11Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+
+    def close(self) -> None:
+        """Linger where the client may still send (and not yet lingering), else close."""
+        if self._protocol.conn.their_state in _MAY_SEND and not self._protocol.lingering_now:
+            self._protocol.linger()
+        else:
+            self._transport.close()
+
+    def is_closing(self) -> bool:
+        """Closing, or lingering: nothing more is written."""
+        return self._protocol.lingering_now or self._transport.is_closing()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class HeadTimedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose next request head is not in within the deadline.
 
@@ -121,7 +159,7 @@ class HeadTimedH11Protocol(H11Protocol):
     head is complete (uvicorn starts a new request cycle); data in between does not reset it. A
     connection that opens with `max_connections` already open, or with `max_peer_connections` open from
     its client address (`peers` counts them, one Counter per server), is answered `busy` (`busy_peer`)
-    and closed.
+    and closed (lingering: `linger`).
     """
 
     head_timeout: float = 10.0
@@ -132,6 +170,8 @@ class HeadTimedH11Protocol(H11Protocol):
     metrics: Metrics | None = None
     busy: bytes = b""
     busy_peer: bytes = b""
+    lingering: set[HeadTimedH11Protocol] | None = None  # this server's lingering connections
+    max_lingering: int = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -140,6 +180,9 @@ class HeadTimedH11Protocol(H11Protocol):
         self._waiting_after: Any = None  # the request cycle the awaited head comes after (None: the first)
         self._refused = False
         self._peer: str | None = None  # the client address counted in `peers` while this one is open
+        self._linger_timer: asyncio.TimerHandle | None = None
+        self._lingered = 0  # bytes read and dropped while lingering
+        self.lingering_now = False
         size = self.config.h11_max_incomplete_event_size
         self.conn = _CountedConnection(h11.SERVER) if size is None else _CountedConnection(h11.SERVER, size)
 
@@ -147,7 +190,9 @@ class HeadTimedH11Protocol(H11Protocol):
         """Start the clock for the first request's head; over the cap or its address's share of it, answer
         503 and close unread."""
         super().connection_made(transport)  # type: ignore[arg-type]
-        over_cap = self.max_connections is not None and len(self.connections) > self.max_connections
+        self._raw = cast(asyncio.Transport, transport)
+        self.transport = cast(asyncio.Transport, _LingeringTransport(self._raw, self))
+        over_cap = self.max_connections is not None and self._open() > self.max_connections
         peer = self.client[0] if self.client else None
         over_share = (
             not over_cap
@@ -157,11 +202,11 @@ class HeadTimedH11Protocol(H11Protocol):
             and self.peers[peer] >= self.max_peer_connections
         )
         self._refused = over_cap or over_share
-        if self.metrics is not None:
-            self.metrics.count_connections(len(self.connections), refused=self._refused)
+        if self.metrics is not None:  # counted before the 503 goes out: its client may look at once
+            self.metrics.count_connections(self._open() - self._refused, refused=self._refused)
         if self._refused:
-            self.transport.write(self.busy_peer if over_share else self.busy)
-            self.transport.close()  # stops reading at once; the 503 goes out before the socket closes
+            self._raw.write(self.busy_peer if over_share else self.busy)
+            self.linger()  # its request may be in already: a plain close would reset the 503 away
             return
         if peer is not None and self.peers is not None:
             self.peers[peer] += 1
@@ -169,7 +214,12 @@ class HeadTimedH11Protocol(H11Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        """Feed uvicorn; stop the clock once a new request's head is complete."""
+        """Feed uvicorn; stop the clock once a new request's head is complete. While lingering, drop it."""
+        if self.lingering_now:
+            self._lingered += len(data)
+            if self._lingered > LINGER_BYTES:
+                self._raw.close()
+            return
         if self._refused:
             return
         super().data_received(data)
@@ -192,14 +242,48 @@ class HeadTimedH11Protocol(H11Protocol):
         """Stop the clocks with the connection."""
         self._disarm()
         self._stop_send_clock()
+        self._release_peer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        if self.lingering is not None:
+            self.lingering.discard(self)
+        super().connection_lost(exc)
+        if self.metrics is not None:
+            self.metrics.count_connections(self._open())
+
+    def linger(self) -> None:
+        """Close as nginx's lingering close: half-close (what was written, then a FIN), then read and drop
+        what the client still sends until it closes, `LINGER_S` seconds pass or `LINGER_BYTES` arrive. The
+        connection stops counting against the cap and its address's share; past `max_lingering` lingering
+        connections (or where the transport cannot half-close), it is closed at once."""
+        lingering = self.lingering
+        if (
+            lingering is None
+            or len(lingering) >= self.max_lingering
+            or self._raw.is_closing()
+            or not self._raw.can_write_eof()
+        ):
+            self._raw.close()
+            return
+        self.lingering_now = True
+        lingering.add(self)
+        self._release_peer()
+        self._disarm()
+        self._raw.write_eof()  # the FIN follows what is written; the client reads the answer, then its end
+        self._raw.resume_reading()  # uvicorn may have paused reading a body it had no room for
+        self._linger_timer = self.loop.call_later(LINGER_S, self._raw.close)
+
+    def _open(self) -> int:
+        """The connections that count against the cap: those open, less those lingering."""
+        return len(self.connections) - (len(self.lingering) if self.lingering is not None else 0)
+
+    def _release_peer(self) -> None:
         if self._peer is not None and self.peers is not None:
             self.peers[self._peer] -= 1
             if not self.peers[self._peer]:
                 del self.peers[self._peer]
             self._peer = None
-        super().connection_lost(exc)
-        if self.metrics is not None:
-            self.metrics.count_connections(len(self.connections))
 
     def pause_writing(self) -> None:
         """The socket holds all it can: the client must take some within the send deadline."""
@@ -278,6 +362,8 @@ def uvicorn_config(
         # 1: no share per address (every client behind one proxy's address)
         "max_peer_connections": None if share >= 1 else peer_cap(cap, share),
         "peers": Counter(),  # this server's own: the connections open per client address
+        "lingering": set(),  # this server's own: the connections closing as nginx's lingering close
+        "max_lingering": max(1, cap // 4),
         "metrics": None if service is None else service.batcher.metrics,
         "busy": busy_answer(cap),
         "busy_peer": busy_answer(cap, share=share),

