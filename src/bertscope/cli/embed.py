@@ -253,7 +253,6 @@ def embed(
 
         check_stride(FolderView.open(model) or load_model(model, facts_only=True), stride, long)
     from ..core.spec import EmbedOptions
-    from ..io.chunk_level import ChunkLevel
     from ..io.level_table import CorpusOptions, level_of
     from ..io.levels import LevelOptions
 
@@ -285,7 +284,7 @@ def embed(
         level=level, keep_text=not no_text, precision=precision, subword=subword, chunks=chunks or "sentence",
         late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
     )  # fmt: skip
-    if not given_options(ctx, "long") and level_of(rows) is ChunkLevel and late:
+    if not given_options(ctx, "long") and level_of(rows).name is Level.CHUNKS and late:
         recipe = replace(recipe, long="window")  # late chunks' own default (--long truncate is refused)
     # The level table says which options the level reads: token and word rows are not pooled.
     asked = CorpusOptions(recipe, rows).for_level()

@@ -7,7 +7,7 @@ on its class (`bertscope.io.levels`); adding a level is its class and one row be
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,6 @@ from ..core._enums import Level, LongText
 from ..core.chunking import TOKEN_CHUNK_SIZES, ChunkBy, check_late, refuse_unread_sizes
 from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options, unknown_option
 from ..errors import InvalidSpec
-from .chunk_level import ChunkLevel
 from .levels import (
     CorpusLevel,
     LevelKeywords,
@@ -30,12 +29,32 @@ if TYPE_CHECKING:
 
 __all__ = ["LEVELS", "CorpusKeywords", "CorpusOptions", "level_of", "make_level", "refuse_idle_level_options"]
 
-LEVELS: dict[Level, type[CorpusLevel]] = {
+_ROWS: dict[Level, type[CorpusLevel]] = {
     Level.SENTENCE: SentenceLevel,
     Level.TOKENS: TokenLevel,
     Level.WORDS: WordLevel,
-    Level.CHUNKS: ChunkLevel,
 }
+
+
+class _LevelTable(Mapping[Level, type[CorpusLevel]]):
+    """The rows by level; the chunks row's module (`io/chunk_level.py`, which imports pyarrow and the
+    chunker) is imported when that row is read, so a plain `embed` that checks its level pays for neither."""
+
+    def __getitem__(self, level: Level) -> type[CorpusLevel]:
+        if level is Level.CHUNKS:
+            from .chunk_level import ChunkLevel
+
+            return ChunkLevel
+        return _ROWS[level]
+
+    def __iter__(self) -> Iterator[Level]:
+        return iter((*_ROWS, Level.CHUNKS))
+
+    def __len__(self) -> int:
+        return len(_ROWS) + 1
+
+
+LEVELS: Mapping[Level, type[CorpusLevel]] = _LevelTable()
 
 
 class CorpusKeywords(RecipeKeywords, LevelKeywords, total=False):
@@ -66,7 +85,7 @@ class CorpusOptions:
             level["late"] = check_late(level["late"])
         recipe: dict[str, Any] = {key: value for key, value in given.items() if key not in names}
         asked = LevelOptions(**level)
-        if "long" not in recipe and level_of(asked) is ChunkLevel and asked.late:
+        if "long" not in recipe and level_of(asked).name is Level.CHUNKS and asked.late:
             recipe["long"] = LongText.WINDOW  # not given: late chunks' own default; truncate is refused
         return cls(EmbedOptions(**recipe), asked)
 

@@ -22,11 +22,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
@@ -38,6 +36,9 @@ from ..core.texts_given import type_named
 from ..core.tokens import named_as, text_named
 from ..errors import InvalidInput
 from .readers import Record
+
+if TYPE_CHECKING:  # pyarrow is imported where rows are built: a plain embed (no -o) never builds them
+    import pyarrow as pa
 
 __all__ = [
     "LevelOptions",
@@ -242,6 +243,8 @@ class SentenceLevel(CorpusLevel):
 
     def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
         """id, text, embedding, n_tokens, truncated per record."""
+        import pyarrow as pa
+
         texts = [r.text for r in records]
         result = self.recipe.finish(self.model.engine.sentences_once(texts, self.spec, on_batch=on_batch))
         columns: dict[str, Any] = {"id": pa.array([r.id for r in records], pa.string())}
@@ -257,6 +260,8 @@ class SentenceLevel(CorpusLevel):
     ) -> pa.Table:
         """The batch's own columns with embedding, n_tokens and truncated added; empty texts dropped.
         `where`: each row's FILE:LINE, as `CorpusLevel.embed_arrow`'s."""
+        import pyarrow as pa
+
         texts = arrow_texts(batch, text_column)
         keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         if len(keep) < len(texts):
@@ -297,6 +302,8 @@ class _PieceLevel(CorpusLevel):
         return np.split(matrix, len(self.spec.layers), axis=1)
 
     def _table(self, columns: dict[str, Any], blocks: list[list[np.ndarray]]) -> pa.Table:
+        import pyarrow as pa
+
         names = self.vector_names()
         for index, name in enumerate(names):
             columns[name] = vector_array(np.concatenate([b[index] for b in blocks]), self.precision)
@@ -317,6 +324,8 @@ class _PieceLevel(CorpusLevel):
         return out
 
     def _common(self, records: Sequence[Record], counts: list[int]) -> dict[str, Any]:
+        import pyarrow as pa
+
         ids = [r.id for r, n in zip(records, counts, strict=True) for _ in range(n)]
         return {
             "id": pa.array(ids, pa.string()),
@@ -326,6 +335,8 @@ class _PieceLevel(CorpusLevel):
     def _tail(
         self, columns: dict[str, Any], records: Sequence[Record], counts: list[int], dropped: list[int]
     ) -> None:
+        import pyarrow as pa
+
         if self.keep_text:
             columns["text"] = pa.array(self._first_row(counts, [r.text for r in records]), pa.string())
         columns["truncated"] = pa.array(self._first_row(counts, dropped), pa.int32())
@@ -347,6 +358,8 @@ class TokenLevel(_PieceLevel):
 
     def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
         """id, position, token, token_id, start, end, word_index, special, text, truncated, vectors."""
+        import pyarrow as pa
+
         texts = [r.text for r in records]
         pieces, ids, starts, ends, words, special = [], [], [], [], [], []
         counts, dropped, blocks = [], [], []
@@ -417,6 +430,8 @@ class WordLevel(_PieceLevel):
 
     def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
         """id, position, word, pieces, start, end, text, truncated, vectors."""
+        import pyarrow as pa
+
         texts = [r.text for r in records]
         words, pieces, starts, ends = [], [], [], []
         counts, dropped, blocks, n_pieces = [], [], [], 0
@@ -448,6 +463,8 @@ class WordLevel(_PieceLevel):
         return Rows(table, len(records), n_pieces, sum(1 for d in dropped if d))
 
     def _tokens(self, table: pa.Table) -> int:
+        import pyarrow.compute as pc
+
         return int(pc.sum(pc.list_value_length(table.column("pieces"))).as_py() or 0)
 
 
@@ -469,11 +486,15 @@ def unpooled_spec(model: Any, recipe: EmbedOptions, *, prompt: str = "") -> Embe
 
 def vector_columns(schema: pa.Schema) -> list[str]:
     """The names of a store's vector columns (fixed-size lists): `embedding` or `layer_N`..."""
+    import pyarrow as pa
+
     return [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
 
 
 def vector_array(vectors: np.ndarray, precision: Precision) -> pa.FixedSizeListArray:
     """A fixed-size list column of (rows, d) vectors in the stored precision."""
+    import pyarrow as pa
+
     dtype = np.float16 if precision is Precision.FLOAT16 else np.float32
     flat = np.ascontiguousarray(vectors, dtype=dtype).reshape(-1)
     return pa.FixedSizeListArray.from_arrays(pa.array(flat), int(vectors.shape[1]))
