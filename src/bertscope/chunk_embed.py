@@ -216,7 +216,7 @@ def _naive(
     # embedded, each document's result in turn: made all at once, chunks sharing most of their text held
     # chunks x chunk_size characters (chunk_size 10,000, chunk_overlap 9,999 on 20,000 pieces: ~500 MB).
     texts = (doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans)
-    parts = _by_chunk(engine.sentences(texts, spec, on_batch=on_batch), spans, named)
+    parts = _by_chunk(_alone(engine, texts, spec, on_batch), spans, named)
     pending: list[SentenceEmbeddings] = []  # embedded rows not handed out yet, in order
     for doc, doc_spans in zip(docs, spans, strict=True):
         n = len(doc_spans)
@@ -236,6 +236,35 @@ def _naive(
             rows, vectors=rows.vectors[n:], n_tokens=rows.n_tokens[n:], n_dropped=rows.n_dropped[n:]
         )
         pending = [rest] if len(rest) else []
+
+
+def _alone(
+    engine: Engine, texts: Iterator[str], spec: EmbedSpec, on_batch: OnBatch | None
+) -> Iterator[SentenceEmbeddings]:
+    """`engine.sentences` of the chunk texts (`engine.chunk_size` at a time), each row's n_tokens the
+    chunk's own word pieces pooled, specials and the prompt's pieces left out, as late chunks count them
+    (the engine's n_tokens counts every token run: [CLS] and [SEP] made a two-piece chunk 4)."""
+    start = 0  # the group's first chunk's number among all: the engine's refusals name "text N" by it
+    while group := list(islice(texts, engine.chunk_size)):
+        with named_as(partial(_numbered_from, start)):
+            fitted = engine.prepare(group, spec)
+        rows = engine.fitted_sentences(fitted, spec, on_batch=on_batch)
+        own = np.array([_own_pieces(tokens, len(spec.prompt)) for tokens in fitted], dtype=np.int64)
+        yield replace(rows, n_tokens=own)
+        start += len(group)
+
+
+def _numbered_from(start: int, kind: str, index: int) -> str:
+    return f"{kind} {start + index}"
+
+
+def _own_pieces(tokens: Tokens, shift: int) -> int:
+    """The word pieces of a chunk's text kept (after truncation): not special, not wholly in the prompt
+    (a piece the prompt shares with the chunk's first word is the chunk's, as `_document_offsets` has it)."""
+    special = np.asarray(tokens.special_mask, dtype=bool)
+    pairs = np.asarray(tokens.offsets, dtype=np.int64).reshape(-1, 2)
+    in_prompt = (pairs[:, 0] < shift) & (pairs[:, 1] <= shift)
+    return int(np.count_nonzero(~special & ~in_prompt))
 
 
 @dataclass(frozen=True)
@@ -359,8 +388,9 @@ def plan_chunks(
     for index, (text, given) in enumerate(zip(items, per_doc, strict=True)):
         found: list[Span] = []
         cut = iter_chunk_spans(
-            text, given, tokenizer=encoder.tokenizer, chunk_size=chunk_size, chunk_overlap=chunk_overlap
-        )
+            text, given, tokenizer=encoder.tokenizer, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+            document=text_named("document", index),
+        )  # fmt: skip
         with closing(cut):  # stopped by `on_count`, the cutting ends there, not when it is collected
             for span in cut:
                 found.append(span)

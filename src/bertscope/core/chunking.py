@@ -122,11 +122,13 @@ def iter_chunk_spans(
     tokenizer: TextTokenizer | None = None,
     chunk_size: int = 128,
     chunk_overlap: int = 0,
+    document: str | None = None,
 ) -> Generator[Span, None, None]:
     """`chunk_spans` one span at a time, sentences and paragraphs as they are found: a caller that counts
-    them (the service, against its answer's limit) can stop before the whole document is cut."""
+    them (the service, against its answer's limit) can stop before the whole document is cut. `document`
+    names the text in a refusal of its given spans ("document 1"), as the other chunk refusals do."""
     if not isinstance(chunks, str):
-        yield from check_spans(text, chunks)
+        yield from check_spans(text, chunks, document=document)
         return
     how = ChunkBy.parse(chunks, what="chunking")
     if how is not ChunkBy.TOKENS:
@@ -241,38 +243,43 @@ def _with_marks(text: str, units: list[Span]) -> list[Span]:
     return units
 
 
-def check_spans(text: str, spans: Sequence[Span]) -> list[Span]:
-    """User spans as (start, end) tuples; InvalidInput names the first one out of range or overlapping."""
+def check_spans(text: str, spans: Sequence[Span], *, document: str | None = None) -> list[Span]:
+    """User spans as (start, end) tuples; InvalidInput names the first one out of range, reversed, empty or
+    overlapping, and its document (`document`, "document 1") where given."""
+    of = f" of {document}" if document else ""
     checked: list[Span] = []
     for number, span in enumerate(spans):
         if isinstance(span, (int, float)):  # numpy's too: a span's own numbers given as the list of spans
             raise InvalidInput(
-                f"chunk span {number} is {span!r}, a number: give a list of (start, end) spans, e.g. "
+                f"chunk span {number}{of} is {span!r}, a number: give a list of (start, end) spans, e.g. "
                 "[(0, 3), (4, 7)], even for one span"
             )
         try:
             start, end = (_offset(x) for x in span)
         except (TypeError, ValueError, OverflowError):
             raise InvalidInput(
-                f"chunk span {number} is {span!r}; give (start, end) character offsets, whole numbers"
+                f"chunk span {number}{of} is {span!r}; give (start, end) character offsets, whole numbers"
             ) from None
+        named = f"chunk span {number} ({start}, {end}){of}"
+        if start >= end:  # said as such: "out of range" would send the reader to the text's length
+            what = "empty" if start == end else "reversed"
+            raise InvalidInput(f"{named} is {what}: a span's start must be before its end (start < end)")
         if not 0 <= start < end <= len(text):
             raise InvalidInput(
-                f"chunk span {number} ({start}, {end}) is out of range: the text has {len(text)} characters "
-                "and a span needs 0 <= start < end <= len(text)"
+                f"{named} is out of range: the text has {len(text)} characters and a span needs "
+                "0 <= start < end <= len(text)"
             )
         if checked and start < checked[-1][1]:
             raise InvalidInput(
-                f"chunk span {number} ({start}, {end}) overlaps or precedes span {number - 1} {checked[-1]}; "
-                "give spans in order without overlap"
+                f"{named} overlaps or precedes span {number - 1} {checked[-1]}; give spans in order without "
+                "overlap"
             )
         if not text[start:end].strip():
-            raise InvalidInput(
-                f"chunk span {number} ({start}, {end}) holds only whitespace; give spans with text"
-            )
+            raise InvalidInput(f"{named} holds only whitespace; give spans with text")
         checked.append((start, end))
     if not checked:
-        raise InvalidInput("no chunk spans given: pass at least one (start, end)")
+        where = f" for {document}" if document else ""
+        raise InvalidInput(f"no chunk spans given{where}: pass at least one (start, end)")
     return checked
 
 
