@@ -14,9 +14,11 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from ..core._enums import LongText
 from ..core.chunking import ChunkBy
+from ..errors import InvalidSpec
 from ..research.cka import DEBIASED_FEW_ROWS, FEW_ROWS, MIN_ROWS, CkaLevel
 from .schema_fields import (
     CUT_HELP,
@@ -128,7 +130,8 @@ class ChunksRequest(SpecFields):
     @classmethod
     def _one_name_each(cls, given: Any) -> Any:
         given = one_name(given, "chunk_size", "size", ONE_CHUNK_SIZE)
-        return one_name(given, "chunk_overlap", "overlap", ONE_CHUNK_OVERLAP)
+        given = one_name(given, "chunk_overlap", "overlap", ONE_CHUNK_OVERLAP)
+        return _known_chunking(given)
 
     @property
     def sizes(self) -> tuple[int, int]:
@@ -138,6 +141,18 @@ class ChunksRequest(SpecFields):
             self.size if "size" in sent else self.chunk_size,
             self.overlap if "overlap" in sent else self.chunk_overlap,
         )
+
+
+def _known_chunking(given: Any) -> Any:
+    """The body as sent, or the library's refusal of a chunking name it does not know ("unknown chunking
+    'words'; choose one of: ..."): the union's own line said "chunks is a string", as if none were taken."""
+    if isinstance(given, dict) and isinstance(chunks := given.get("chunks"), str):
+        try:
+            ChunkBy.parse(chunks, what="chunking")
+        except InvalidSpec as exc:
+            # "one_name": a type whose line server/validation.py passes on as written
+            raise PydanticCustomError("one_name", f"chunks: {exc}") from None
+    return given
 
 
 class ChunkItem(BaseModel):
