@@ -100,3 +100,36 @@ def test_a_utf16_or_utf32_body_is_a_400_on_every_route(
         assert refused.status_code == 400, refused.text
         assert refused.json()["detail"] == "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
         assert client.post(path, content=f'{{"{field}": "a cat"}}'.encode(), headers=JSON).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": ["x"], "encoding_format": "base65"}, "encoding_format"),
+        ({"input": "a", "dimensions": 100_000}, "dimensions"),
+        ({"input": "a", "dimensions": 0}, "dimensions"),
+        ({"model": "m"}, "input"),
+        ({"input": [[]]}, "input"),
+        ({"input": "a", "normalize": False}, "normalize"),
+        ({"input": "word " * 2_000}, "input"),  # over the model's context
+        ([1], None),  # no field is at fault: the body is no object
+    ],
+)
+def test_openai_errors_name_their_field_in_param(
+    bundled: bertscope.Model, body: object, param: object
+) -> None:
+    """It was always null; OpenAI names the offending field and its client shows it as `e.param`."""
+    with TestClient(create_app(bundled)) as client:
+        refused = client.post("/v1/embeddings", json=body)
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == param, refused.json()
+
+
+def test_an_openai_error_of_no_field_keeps_param_null(bundled: bertscope.Model) -> None:
+    with TestClient(create_app(bundled, settings=ServerSettings(api_key="secret"))) as client:
+        refused = client.post("/v1/embeddings", json={"input": "a"})
+        garbled = client.post(
+            "/v1/embeddings", content=b'{"input": ', headers={"X-API-Key": "secret", **JSON}
+        )
+    assert refused.status_code == 401 and refused.json()["error"]["param"] is None
+    assert garbled.status_code == 400 and garbled.json()["error"]["param"] is None

@@ -44,6 +44,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.spec import named_elsewhere
 from ..errors import BertscopeError, InputTooLong
+from .openai_schemas import ELSEWHERE, OpenAIRequest
 from .tei_bodies import too_many_digits
 from .tickets import QueueFull, ShuttingDown
 from .validation import NOT_UTF8, not_json, readable, route_path
@@ -57,6 +58,7 @@ __all__ = [
     "EmptyInputs",
     "add_error_handlers",
     "error_response",
+    "openai_param",
     "other_names",
     "service_path",
     "unreadable_body",
@@ -92,6 +94,16 @@ class EmptyInputs(Exception):
 # RateLimitError), so the type is what a client that reads the body sees.
 _OPENAI_TYPES = {401: "invalid_request_error", 429: "requests"}
 _OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+# The fields an OpenAI error's `param` may name: its body's, and bertscope's that it refuses (ELSEWHERE).
+_OPENAI_FIELDS = frozenset(OpenAIRequest.model_fields) | frozenset(ELSEWHERE)
+# A message's leading field name, as every line here starts ("dimensions: 100000 is more than ...").
+_LEADING_FIELD = re.compile(r"^([a-z_]+)[:.,\[]")
+
+
+def openai_param(message: str) -> str | None:
+    """OpenAI's `param` for an error under /v1/: the body field the message starts with, else None."""
+    found = _LEADING_FIELD.match(message)
+    return found.group(1) if found and found.group(1) in _OPENAI_FIELDS else None
 
 
 def error_response(
@@ -101,6 +113,7 @@ def error_response(
     *,
     kind: str | None = None,
     code: str | None = None,
+    param: str | None = None,
     headers: dict[str, str] | None = None,
     tei_type: str | None = None,
     **extra: Any,
@@ -114,7 +127,8 @@ def error_response(
         status = 400 if status == 422 else status
         kind = kind or _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
         code = code or _OPENAI_CODES.get(status)
-        body["error"] = {"message": message, "type": kind, "param": None, "code": code}
+        param = param or openai_param(message)
+        body["error"] = {"message": message, "type": kind, "param": param, "code": code}
     elif path in TEI_PATHS:
         body["error"] = message
         body["error_type"] = tei_type or _TEI_TYPES.get(status, "Validation")
@@ -148,7 +162,8 @@ def add_error_handlers(app: FastAPI) -> None:
         if message == str(exc):  # not the length's words (a pair's): the library's, in the route's fields
             message = as_fields(message, body_model(request))
         code = "context_length_exceeded" if status == 400 else None  # OpenAI's code for it, on /v1/
-        return error_response(path, status, message, kind="invalid_request_error", code=code)
+        param = "input" if status == 400 else None
+        return error_response(path, status, message, kind="invalid_request_error", code=code, param=param)
 
     async def too_many(request: Request, exc: Exception) -> JSONResponse:
         # TEI answers a batch over max_client_batch_size with 422 (validation), OpenAI too many inputs
