@@ -11,6 +11,7 @@ are properties of the whole file; to keep vectors beside other tables, `ATTACH` 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from sqlite3 import connect as _sqlite_connect
@@ -185,17 +186,26 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     """Open a bertscope SQLite store to read it: read-only (no table, journal mode or schema number is
     written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store.
 
-    Opened for writing where the file may be written (`mode=rw`: read-only where it may not) with
-    `PRAGMA query_only`, so that it writes nothing but is a full connection: the last connection to a WAL
-    store to close checkpoints it and removes the -wal and -shm files reading made beside it, which a
-    read-only connection cannot do (it left them after every search)."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=rw"
+    Opened for writing where the file may be written (`mode=rw`, which SQLite opens read-only where it may
+    not) with `PRAGMA query_only`, so that it writes nothing but is a full connection: the last connection
+    to a WAL store to close checkpoints it and removes the -wal and -shm files reading made beside it, which
+    a read-only connection cannot do (it left them after every search). In a folder that cannot be written
+    (read-only media), where a WAL store cannot have them made, a finished store is opened immutable
+    (`_immutable`)."""
+    file = Path(path).resolve()
     try:
         # bound at import: a reader always opens its own connection by URI
-        db = _sqlite_connect(uri, uri=True)
+        db = _sqlite_connect(f"{file.as_uri()}?mode=rw", uri=True)
         db.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
+    try:
+        db.execute("PRAGMA user_version").fetchone()  # the first read: where a WAL store makes its -shm
+    except sqlite3.OperationalError as exc:
+        # anything else is the file's or the machine's: said by `schema_tables` below (`unopened`)
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_CANTOPEN" and not _folder_writable(file.parent):
+            db.close()
+            db = _immutable(file, path, exc)
     version, tables = schema_tables(db, path, writing=False)
     # tables first: another program's database may keep a schema number of its own, of any size
     if version < 1 or not _TABLES <= tables:
@@ -208,6 +218,33 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
             f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"
         )
     refuse_newer(db, path, version)
+    return db
+
+
+def _folder_writable(folder: Path) -> bool:
+    """Whether files can be made in `folder` (a read-only mount says no even to root)."""
+    return os.access(folder, os.W_OK)
+
+
+def _immutable(file: Path, path: str | Path, exc: sqlite3.OperationalError) -> sqlite3.Connection:
+    """A store in a folder that cannot be written, opened read-only and immutable (`connect_read` could not
+    make the -shm file a WAL store's reader needs beside it); CorpusError naming the cause where a -wal file
+    beside it holds writes not yet in the store, which an immutable connection would not read.
+
+    Immutable tells SQLite the file cannot change, so it takes no locks and would not see another
+    connection's writes: safe only here, where no writer can make the -wal or journal file that any
+    change to the store needs in its folder."""
+    if file.with_name(file.name + "-wal").exists():
+        raise CorpusError(
+            f"{path}: could not open the store ({exc}): its folder is read-only and a WAL store's reader "
+            "needs its -wal and -shm files beside it: copy the store with its -wal file to a writable "
+            "folder, then run again"
+        ) from None
+    try:
+        db = _sqlite_connect(f"{file.as_uri()}?mode=ro&immutable=1", uri=True)
+        db.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as again:
+        raise CorpusError(f"cannot read {path} ({again}); name a .db file bertscope wrote") from None
     return db
 
 
