@@ -336,19 +336,27 @@ class SqliteSink(Sink):
                 )
                 self._counted(len(records))
         except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:
-            # Two jobs on one collection show as a lock or a clash of keys; anything else is the disk's.
-            clash = isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc)
-            advice = (
-                "is another job writing it? Run one job per collection at a time, then resume=True (--resume)"
-                if clash
-                else "the batches written before it are kept; free the disk or lift the limit, then "
-                "resume=True (--resume)"
-            )
-            raise CorpusError(
-                f"{self.path}: collection {self.name!r} could not take this batch ({exc}); {advice}"
-            ) from None
+            raise self._batch_failed(exc) from None
         self.created = True
         self.done += len(records)
+
+    def _batch_failed(self, exc: sqlite3.OperationalError | sqlite3.IntegrityError) -> CorpusError:
+        """The line for a batch the file did not take: two jobs on one collection, or the disk."""
+        # Two jobs on one collection show as a lock or a clash of keys; anything else is the disk's.
+        if isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc):
+            advice = (
+                "is another job writing it? Run one job per collection at a time, then resume=True (--resume)"
+            )
+        elif self.created:
+            advice = (
+                "the batches written before it are kept; free the disk or lift the limit, then "
+                "resume=True (--resume)"
+            )
+        else:  # the collection comes with its first batch: none of this job's is in the file (`abandon`)
+            advice = "nothing was written to it: free the disk or lift the limit, then run the same job again"
+        return CorpusError(
+            f"{self.path}: collection {self.name!r} could not take this batch ({exc}); {advice}"
+        )
 
     def _counted(self, added: int) -> None:
         """Add `added` rows to the collection's count (row checks 3 on), in the transaction storing them."""
