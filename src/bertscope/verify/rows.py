@@ -234,11 +234,11 @@ def texts_by_id(
     """
     if corpus["corpus"] is None:
         kept = (
-            "its chunks' texts, not the whole documents they are re-embedded from" if chunks else "no texts"
+            "its chunks' texts, not the whole documents to re-embed them from"
+            if chunks
+            else "no texts to re-embed"
         )
-        raise InvalidInput(
-            f"{path} keeps {kept} to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
-        )
+        raise InvalidInput(f"{path} keeps {kept}: pass the corpus it was made from (corpus=, --corpus FILE)")
     wanted = set(ids)
     found: dict[str, str] = {}
     counted = 0
