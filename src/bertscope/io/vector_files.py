@@ -117,7 +117,11 @@ class NpyReader:
         settings_path = path.with_suffix(".settings.json")
         if not settings_path.exists() or not _labels_file(path).exists():
             missing = settings_path.name if not settings_path.exists() else _labels_file(path).name
-            raise CorpusError(f"{path} has no {missing} beside it; was it written by bertscope?")
+            # a .npy store is its files together: the matrix alone says neither its ids nor its settings
+            raise CorpusError(
+                f"{path} has no {missing} beside it, one of the store's files: restore it from where the "
+                f"store was copied, or {rebuild_hint(path)}"
+            )
         settings = npy_settings(path)
         settings.pop("checksums", None)  # how the vectors are checked, not how they were made
         return None, settings
