@@ -15,25 +15,26 @@ anything is embedded: a model of another architecture (type, layers, width) is r
 model, while a difference in its files or settings is drift that the headline names apart from the rows'.
 The tolerances are drift.py's.
 
-What a store cannot prove is said, not passed over: a store that records no fingerprint is checked on
-its vectors alone (a note says so), one that records no checksum of its settings is taken at its
-settings' word (a note says so), one that records no checksums of its rows (written before stores
-carried them) is checked on the sampled rows alone (a note says so), one whose checksums cover its
-vectors but not its ids (written before they did) has its ids checked where the sample falls (a note
-says so), and its ids are checked against their texts only where the corpus is given (`corpus`: each
-sampled row's stored text must be the corpus's text of its id, and a sentence store written by one job
-must hold a row per corpus text). A job writes each id (and each position of it) once, so two sampled
-rows with the same key are an edit, and where every row is sampled each text's rows must be all the
-fresh ones (rows.py): errors, whatever the checksums say. A store whose settings carry their
-checksum was written by a bertscope that stores row checksums too: missing ones were stripped (a
-re-save by another tool, an edit), so it is refused as damaged, never passed on its sample; its sealed
-settings also say which row checksums were kept (`checksums.ROW_CHECKS_KEY`), so those of its ids and
-texts, or the record of its rows (a Parquet or .npy store's digest of its checksums, an SQLite
-collection's row count), stripped are refused the same way. A batch
-that fails its checksum is damage, not drift (exit 2: the bytes changed after they were written, so the
-store cannot testify about this deployment), and the rows of it that changed are named with their ids
-(the row digests written beside the checksums; an SQLite row's own checksums). A post-processing file
-other than the store's is bad input (its fingerprint names it), not drift.
+What a store cannot prove is said, not passed over: a store that records no fingerprint is checked on its
+vectors alone (a note says so), one that records no checksum of its settings is taken at its settings'
+word (a note says so), one that records no checksums of its rows (written before stores carried them) is
+checked on the sampled rows alone (a note says so), one whose checksums cover its vectors but not its ids
+(written before they did) has its ids checked where the sample falls (a note says so), one a newer
+bertscope wrote (row checks past `ROW_CHECKS`) is checked as far as this version knows how (a note says
+so), and its ids are checked against their texts only where the corpus is given (`corpus`: each sampled
+row's stored text must be the corpus's text of its id, and a sentence store written by one job must hold
+a row per corpus text). A job writes each id (and each position of it) once, so two sampled rows with the
+same key are an edit, and where every row is sampled each text's rows must be all the fresh ones
+(rows.py): errors, whatever the checksums say. A store whose settings carry their checksum was written by
+a bertscope that stores row checksums too: missing ones were stripped (a re-save by another tool, an
+edit), so it is refused as damaged, never passed on its sample; its sealed settings also say which row
+checksums were kept (`checksums.ROW_CHECKS_KEY`), so those of its ids and texts, or the record of its
+rows (a Parquet or .npy store's digest of its checksums, an SQLite collection's row count), stripped are
+refused the same way. A batch that fails its checksum is damage, not drift (exit 2: the bytes changed
+after they were written, so the store cannot testify about this deployment), and the rows of it that
+changed are named with their ids (the row digests written beside the checksums; an SQLite row's own
+checksums). A post-processing file other than the store's is bad input (its fingerprint names it), not
+drift.
 """
 
 from __future__ import annotations
@@ -52,10 +53,12 @@ from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
 from ..io.checksums import (
+    ROW_CHECKS,
     ChecksumMismatch,
     changed,
     count_differs,
     rebuild_hint,
+    row_checks,
     sealed,
     settings_edited,
 )
@@ -206,9 +209,20 @@ def verify_store(
             check.notes.append(_far_note(corpus, "no fingerprint to tell it from the model changed"))
     if opened.settings_match is None:
         check.notes.append(NO_SETTINGS_CHECKSUM)
+    if row_checks(opened.settings) > ROW_CHECKS:
+        check.notes.append(_newer_note(row_checks(opened.settings)))
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
+
+
+def _newer_note(generation: int) -> str:
+    """The note for a store a newer bertscope wrote (row checks `generation`, past this one's): it was
+    checked as far as this version knows how, not by the checks its writer added."""
+    return (
+        f"the store was written by a newer bertscope (row checks {generation}; this one knows up to "
+        f"{ROW_CHECKS}): the checks it added were not made; upgrade bertscope to make them"
+    )
 
 
 def _mostly_far(check: StoreCheck) -> bool:
