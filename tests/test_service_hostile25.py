@@ -133,3 +133,31 @@ def test_an_openai_error_of_no_field_keeps_param_null(bundled: bertscope.Model) 
         )
     assert refused.status_code == 401 and refused.json()["error"]["param"] is None
     assert garbled.status_code == 400 and garbled.json()["error"]["param"] is None
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("127.0.0.1:80@evil.com", 400),  # was answered: everything before the last ':' was the name
+        ("localhost:abc", 400),
+        ("127.0.0.1:80:90", 400),
+        ("evil.com#@localhost", 400),
+        ("localhost..", 400),
+        ("[::1]x", 400),
+        ("localhost.", 200),  # was refused: one trailing dot is the same name written absolute
+        ("localhost.:8080", 200),
+        ("LOCALHOST:8080", 200),
+        ("[::1]:8080", 200),
+        ("127.0.0.1", 200),
+    ],
+)
+def test_the_host_header_is_parsed_strictly(bundled: bertscope.Model, host: str, status: int) -> None:
+    from bertscope.server.hosts import guard_loopback
+
+    app = create_app(bundled)
+    guard_loopback(app, "127.0.0.1")
+    with TestClient(app) as client:
+        answered = client.get("/health", headers={"Host": host})
+    assert answered.status_code == status, answered.text
+    if status == 400:
+        assert "the Host header names" in answered.json()["detail"]

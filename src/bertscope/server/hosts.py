@@ -9,6 +9,7 @@ reached by name) is left alone, and guarded by `--api-key`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,6 +23,13 @@ __all__ = ["LOOPBACK", "LoopbackHosts", "guard_loopback"]
 
 # The loopback addresses and names a Host header may carry (IPv6 written bare, as the bind address is)
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# A Host header (RFC 9110 7.2): a name or IPv4 address (one trailing dot allowed: "localhost." is the same
+# name written absolute), or an [IPv6] literal, then an optional :port of digits; anything else is refused.
+_HOST = re.compile(
+    r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\.?)(?::\d*)?"
+)
+# An IPv6 address sent bare, without brackets or port (as the bind address is written).
+_BARE_V6 = re.compile(r"[0-9A-Fa-f]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
 
 
 def guard_loopback(app: FastAPI, host: str, *, allow: Iterable[str] = ()) -> None:
@@ -43,7 +51,8 @@ class LoopbackHosts:
         """Pass a request addressed to loopback (or with no Host: no browser sends none) to the app."""
         if scope["type"] == "http":
             given = Headers(scope=scope).get("host", "")
-            if given and host_name(given).lower() not in self.names:
+            name = host_name(given)
+            if given and (name is None or name.lower() not in self.names):
                 message = (
                     f"the Host header names {given!r}, not the loopback address the service listens on: "
                     "reach it as http://127.0.0.1:PORT or http://localhost:PORT (a page that points another "
@@ -55,8 +64,12 @@ class LoopbackHosts:
         await self.app(scope, receive, send)
 
 
-def host_name(host: str) -> str:
-    """A Host header's name without its port: '127.0.0.1:8080' -> '127.0.0.1', '[::1]:80' -> '::1'."""
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+def host_name(host: str) -> str | None:
+    """A Host header's name without its port and trailing dot: '127.0.0.1:8080' -> '127.0.0.1', '[::1]:80'
+    -> '::1', 'localhost.' -> 'localhost'; None where it is no host ('127.0.0.1:80@evil.com')."""
+    if _BARE_V6.fullmatch(host):
+        return host
+    found = _HOST.fullmatch(host)
+    if found is None:
+        return None
+    return found.group("v6") or found.group("name")
