@@ -23,6 +23,8 @@ from .app import (
     MaskSpecialOpt,
     ModelOpt,
     PoolingOpt,
+    PromptNameOpt,
+    PromptOpt,
     QuantizeOpt,
     StrideOpt,
     TextFieldOpt,
@@ -257,6 +259,8 @@ def fit_post_cmd(
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
     text_field: TextFieldOpt = "text",
     max_texts: Annotated[
         int,
@@ -274,10 +278,13 @@ def fit_post_cmd(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit whitening, all-but-the-top or PCA on a corpus's sentence vectors and save it.
+    """Fit whitening, all-but-the-top, PCA or standardize on a corpus's sentence vectors and save it.
 
     A corpus of more than --max-texts texts (100,000) is read as a stream and fitted on a uniform sample
-    of that many (seeded: the same file gives the same fit), so memory does not grow with the corpus.
+    of that many (seeded: the same file gives the same fit), so memory does not grow with the corpus. A
+    repeated text is fitted on once. The vectors are embedded as `embed` makes them, the model's default
+    prompt included (--prompt-name, --prompt choose another); the file records the prompt, and applying
+    it to vectors embedded with another is refused.
 
     Example: `bertscope fit-post -i corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
@@ -307,6 +314,8 @@ def fit_post_cmd(
         mask_special=mask_special,
         long=long,
         stride=stride,
+        prompt_name=prompt_name,
+        prompt=prompt,
     )
     processor.save(output)
     summary = {
@@ -319,9 +328,12 @@ def fit_post_cmd(
     if as_json:
         emit_json(summary)
         return
+    fitted = processor.settings["n_fit"]
+    # a repeated text is fitted on once (fit_post_on_texts): the count says so where the input repeats
+    repeats = f" (the {len(texts)} read, less {len(texts) - fitted} repeats)" if fitted < len(texts) else ""
     err.print(
         f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
-        f"fitted on {processor.settings['n_fit']} texts"
+        f"fitted on {fitted} texts{repeats}"
     )
 
 

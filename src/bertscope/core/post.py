@@ -84,6 +84,13 @@ class PostProcessor:
                 f"{self.kind.value} was fitted on {self.dim_in}-wide vectors; got shape {tuple(x.shape)}. "
                 "Apply it to vectors of the layer, pooling and combine it was fitted on (see .settings)"
             )
+        bad = ~np.isfinite(x)
+        if bad.any():  # as the fit refuses them: a NaN row would come out NaN, blamed on the post later
+            rows = np.flatnonzero(bad.any(axis=1))
+            raise InvalidInput(
+                f"{self.kind.value} needs finite vectors; NaN or infinite values in {len(rows)} of the "
+                f"{len(x)} rows (the first: row {rows[0]}): drop those rows or fix what made them"
+            )
         centered = x - self.mean
         if self.kind is PostKind.ABTT:
             out = centered - (centered @ self.matrix) @ self.matrix.T
@@ -107,20 +114,27 @@ class PostProcessor:
         return json.loads(json.dumps({"kind": self.kind.value, **widths, **self.settings}, default=_plain))
 
     def check(self, spec: dict[str, Any]) -> None:
-        """Raise InvalidSpec if `spec` (an EmbedSpec dict) differs from the one this was fitted on."""
+        """Raise InvalidSpec if `spec` (an EmbedSpec dict) differs from the one this was fitted on: its
+        layers, combine, pooling, mask_special, normalize, and the prompt where the post records one ("" for
+        none; a file from before did not, and is checked without it). long and stride are not compared:
+        they change only texts over the limit, and late chunks read windows of the texts a post fitted on
+        whole sentences applies to."""
         fitted = self.settings.get("spec")
         if not fitted:
             return
-        keys = ("layers", "combine", "pooling", "mask_special", "normalize")
+        keys = ["layers", "combine", "pooling", "mask_special", "normalize"]
+        defaults: dict[str, Any] = {"prompt": ""}  # EmbedSpec.as_dict leaves an unused prompt out
+        keys += [k for k in defaults if k in fitted]
         differ = [
             k
             for k in keys
-            if json.dumps(fitted.get(k), default=_plain) != json.dumps(spec.get(k), default=_plain)
+            if json.dumps(fitted.get(k, defaults.get(k)), default=_plain)
+            != json.dumps(spec.get(k, defaults.get(k)), default=_plain)
         ]
         if differ:
             # keyword words (layers=[6]): the CLI and the service rewrite them into flags and JSON fields
-            want = " and ".join(f"{k}={_said(fitted.get(k))}" for k in differ)
-            got = " and ".join(f"{k}={_said(spec.get(k))}" for k in differ)
+            want = " and ".join(f"{k}={_said(fitted.get(k, defaults.get(k)))}" for k in differ)
+            got = " and ".join(f"{k}={_said(spec.get(k, defaults.get(k)))}" for k in differ)
             raise InvalidSpec(
                 f"this {self.kind.value} was fitted on {want}, not {got}; embed with those options"
             )
@@ -174,23 +188,48 @@ class AllButTheTop(PostProcessor):
     ) -> AllButTheTop:
         """`fit`, its count refused under `name`, the keyword the caller gave it by (`fit_post`'s dim)."""
         _whole(remove, name)
-        x, mean, _, axes = _principal(vectors, cls.kind)
+        x, mean, values, axes = _principal(vectors, cls.kind)
         d = x.shape[1]
         count = max(1, round(d / 100)) if remove is None else remove
         most = min(len(x), d) - 1
         if not 0 <= count <= most:
-            flag = " (--dim)" if name == "dim" else ""  # fit_post's dim is fit-post's --dim
             if remove is None:
                 raise InvalidSpec(
                     f"abtt removes {count} directions by default (width {d} / 100), and {len(x)} vectors "
                     f"of width {d} allow 0..{most}: fit on at least {count + 1} texts or give "
-                    f"{name}<={most}{flag}"
+                    f"{name}=0..{most}"
                 )
             raise InvalidSpec(
                 f"{name}={remove} is out of range: abtt removes 0..{most} directions from {len(x)} vectors "
                 f"of width {d}"
             )
+        rank = _rank(values)
+        if count > rank:
+            # past the rank, the "top" directions are arbitrary axes of the null space (they change with
+            # the rows' order): removing them removes what the data never showed
+            count = _abtt_spanned(x, rank, count, remove is None, name)
         return cls(mean, axes[:, :count], {"remove": count, "n_fit": len(x), **settings})
+
+
+def _abtt_spanned(x: np.ndarray, rank: int, count: int, default: bool, name: str) -> int:
+    """abtt's count where `count` passes the `rank` the vectors span: the rank, with a warning, where the
+    count is the default (as PCA keeps what the texts span); InvalidSpec where the caller asked it."""
+    distinct = _distinct(x, rank)
+    why = (
+        f"{_texts(x, distinct)} span {rank} directions (centring costs one)"
+        if rank >= distinct - 1
+        else f"they span {rank}: {x.shape[1] - rank} of their {x.shape[1]} directions are constant (as some "
+        "LayerNorm output dimensions are)"
+    )
+    said = f"abtt removes only directions the fitting vectors span, and {why}"
+    if default:
+        warnings.warn(
+            f"abtt removes {rank} directions, not the default {count}: {said}",
+            UserWarning,
+            stacklevel=4,  # the caller of AllButTheTop.fit / fit_post
+        )
+        return rank
+    raise InvalidSpec(f"{name}={count} is out of range: {said}; give {name}=0..{rank}")
 
 
 class PCA(PostProcessor):
@@ -210,14 +249,17 @@ class PCA(PostProcessor):
 
 
 _STANDARDIZE_TAKES_NO_DIM = (
-    "standardize keeps every dimension; dim={dim} is not taken: leave dim (--dim) out, or use pca or "
+    "standardize keeps every dimension; dim={dim} is not taken: leave dim out, or use pca or "
     "whitening to keep fewer"
 )
 
 
 class Standardize(PostProcessor):
     """Standardisation: each dimension centred and divided by its standard deviation (a z-score), as
-    scikit-learn's StandardScaler does; a dimension constant on the corpus is only centred."""
+    scikit-learn's StandardScaler does, but for a dimension constant on the corpus, which is only centred:
+    constant by whitening's rule (a standard deviation under 1e-6 of the widest dimension's, float32
+    rounding), where StandardScaler scales any dimension whose variance passes float64 rounding, and
+    would blow a near-constant LayerNorm output dimension's noise up to unit variance."""
 
     kind = PostKind.STANDARDIZE
 
@@ -228,11 +270,12 @@ class Standardize(PostProcessor):
             raise InvalidSpec(_STANDARDIZE_TAKES_NO_DIM.format(dim=dim))
         x = _fitting_vectors(vectors, cls.kind)
         mean, std = x.mean(axis=0), x.std(axis=0)
-        constant = std <= _EPS * max(float(np.abs(x).max()), _EPS)
+        constant = ~_varies(std**2)  # whitening's rule for a constant direction (`_varies`)
         if constant.any():
             warnings.warn(
                 f"{int(constant.sum())} of the {x.shape[1]} dimensions are constant on the fitting vectors "
-                "(as some LayerNorm output dimensions are): they are centred, not scaled",
+                "(their spread under 1e-6 of the widest's, as some LayerNorm output dimensions are): they "
+                "are centred, not scaled",
                 UserWarning,
                 stacklevel=2,
             )
@@ -261,8 +304,9 @@ def fit_post(
 
 def check_post_count(kind: PostKind | str, dim: int | None, *, n_texts: int | None = None) -> PostKind:
     """`kind` parsed and `dim` checked as far as they can be before any vector is made (a whole number;
-    none for standardize; at least 1, or 0 for abtt; whitening and pca keep at most what `n_texts`
-    distinct texts span once centred, n - 1): a typo refused before a corpus is embedded."""
+    none for standardize; at least 1, or 0 for abtt; at most what `n_texts` distinct texts span once
+    centred, n - 1, which whitening and pca keep and abtt removes): a typo refused before a corpus is
+    embedded."""
     which = PostKind.parse(kind, what="post-processing kind")
     _whole(dim, "dim")
     if dim is None:
@@ -273,11 +317,11 @@ def check_post_count(kind: PostKind | str, dim: int | None, *, n_texts: int | No
     if dim < least:
         verb = "removes 0 or more directions" if least == 0 else "keeps 1 direction or more"
         raise InvalidSpec(f"dim={dim} is out of range: {which.value} {verb}; give dim={least} or more")
-    # abtt's bound needs the vectors' width too (min(n, d) - 1): its fit says it
-    if n_texts is not None and which is not PostKind.ABTT and dim > n_texts - 1:
+    # the width's bound (min(n, d) - 1) needs the vectors: the fit says it
+    if n_texts is not None and dim > n_texts - 1:
         raise InvalidSpec(
             f"dim={dim} is out of range: the {n_texts} distinct texts span at most {n_texts - 1} directions "
-            f"once centred; give dim=1..{n_texts - 1} or fit on more texts"
+            f"once centred; give dim={least}..{n_texts - 1} or fit on more texts"
         )
     return which
 
@@ -414,9 +458,7 @@ def _not_finite(processor: PostProcessor) -> str | None:
     for name, array in (("mean", processor.mean), ("matrix", processor.matrix)):
         bad = int((~np.isfinite(array)).sum())
         if bad:
-            return (
-                f"its {name} holds {bad} values that are NaN or infinite; fit it again (bertscope fit-post)"
-            )
+            return f"its {name} holds {bad} values that are NaN or infinite"
     return None
 
 
@@ -456,6 +498,7 @@ _SPEC_KEYS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "pooling": ("a name", lambda v: isinstance(v, str)),
     "mask_special": ("true or false", lambda v: isinstance(v, bool)),
     "normalize": ("true, false or null", lambda v: v is None or isinstance(v, bool)),
+    "prompt": ("a string", lambda v: isinstance(v, str)),
 }
 
 
@@ -467,7 +510,7 @@ def _unreadable_spec(settings: dict[str, Any]) -> str | None:
         if "model" in settings or "model_files" in settings:
             return (
                 "it names the model it was fitted on but not the embedding settings, its spec, which every "
-                "use checks: was it edited? fit it again with bertscope fit-post"
+                "use checks: was it edited?"
             )
         return None
     if not isinstance(spec, dict):
@@ -533,18 +576,21 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
     some dimensions are constant, those they span, with a warning; where they span fewer because the texts
     are too few, whitening is refused (the wish grows with the texts, so only width + 1 texts surely
     suffice) and PCA keeps those they span, with a warning (it only rotates)."""
-    rank = int((values > _EPS * max(values[0], _EPS)).sum())
+    rank = _rank(values)
     if rank == 0:  # `_fitting_vectors` refuses one vector first; a rank of 0 is that, said the same way
         raise InvalidInput(f"the {len(x)} texts give one vector: {_NOTHING[kind]}; give texts that differ")
     verb, fewer = ("whiten", "whiten to fewer") if kind is PostKind.WHITENING else ("keep", "keep fewer")
-    # Centring costs one direction: n texts span at most n - 1, so a rank of n - 1 means "too few texts".
-    too_few_texts = rank >= len(x) - 1
+    # Centring costs one direction: n texts span at most n - 1, so a rank of n - 1 means "too few texts";
+    # a repeated text spans nothing new, so the texts are counted once each
+    distinct = _distinct(x, rank)
+    too_few_texts = rank >= distinct - 1
+    texts = _texts(x, distinct)
     k = _keep(dim, x, "dim")
     # PCA keeps what the texts span when they are too few too: it only rotates, where whitening would
     # divide by the missing directions' zero variance
     if dim is None and rank < k and (not too_few_texts or kind is PostKind.PCA):
         why = (
-            f"{len(x)} texts span {rank} directions (centring costs one)"
+            f"{texts} span {rank} directions (centring costs one)"
             if too_few_texts
             else f"{x.shape[1] - rank} of their {x.shape[1]} directions are constant (as some LayerNorm "
             "output dimensions are)"
@@ -558,18 +604,56 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
         k = rank
     if rank < k and dim is None:
         raise InvalidInput(
-            f"{len(x)} texts span only {rank} directions (centring costs one), too few to {verb} all "
-            f"{x.shape[1]} dimensions; fit on at least {x.shape[1] + 1} texts or {fewer} "
-            f"dimensions with dim<={rank} (--dim)"
+            f"{texts} span only {rank} directions (centring costs one), too few to {verb} all "
+            f"{x.shape[1]} dimensions; fit on at least {x.shape[1] + 1} {_distinct_said(x, distinct)}texts "
+            f"or {fewer} dimensions with dim=1..{rank}"
         )
     if rank < k:
         advice = (
-            f"fit on more texts (at least {k + 1}) or {fewer} dimensions with dim<={rank} (--dim)"
+            f"fit on more texts (at least {k + 1}{' distinct' if distinct < len(x) else ''}) or {fewer} "
+            f"dimensions with dim=1..{rank}"
             if too_few_texts
-            else f"more texts will not help (the rest are constant): {verb} with dim<={rank} (--dim)"
+            else f"more texts will not help (the rest are constant): {verb} with dim=1..{rank}"
         )
         raise InvalidInput(f"the fitting vectors span fewer than {k} directions (only {rank}); {advice}")
     return k
+
+
+def _varies(variances: np.ndarray) -> np.ndarray:
+    """Which variances (of directions or of dimensions) are not constant: over 1e-12 of the largest, a
+    standard deviation over 1e-6 of the largest's. The one rule of every kind: a float32 vector's values
+    are rounded at ~1e-7 of their size, so a smaller spread is rounding noise (as a LayerNorm output
+    dimension whose weight is ~0 gives), which scaling to unit variance would blow up."""
+    return variances > _EPS * max(float(variances.max()), _EPS)  # type: ignore[no-any-return]
+
+
+def _rank(values: np.ndarray) -> int:
+    """How many principal directions (variances `values`) the centred vectors span, by `_varies`."""
+    return int(_varies(values).sum())
+
+
+def _distinct(x: np.ndarray, rank: int) -> int:
+    """How many distinct rows (n, d) `x` holds (repeats span nothing new), exact up to `rank` + 1, the
+    count at which the texts are what limits the rank; past it, `rank` + 2 (or more) is all a caller needs,
+    so a corpus of distinct texts whose rank constant dimensions cap is read only that far, not sorted."""
+    if rank >= min(len(x) - 1, x.shape[1]):  # a rank of n - 1: every row differs
+        return len(x)
+    seen: set[bytes] = set()
+    for row in x:
+        seen.add(row.tobytes())
+        if len(seen) > rank + 1:
+            break
+    return len(seen)
+
+
+def _distinct_said(x: np.ndarray, distinct: int) -> str:
+    """ "distinct " where the rows repeat texts (the count asked is of distinct ones), else nothing."""
+    return "distinct " if distinct < len(x) else ""
+
+
+def _texts(x: np.ndarray, distinct: int) -> str:
+    """The fitting texts counted as their spread is: "100 texts", or "100 distinct texts (of 500 rows)"."""
+    return f"{len(x)} texts" if distinct == len(x) else f"{distinct} distinct texts (of {len(x)} rows)"
 
 
 def _keep(dim: int | None, x: np.ndarray, name: str) -> int:
@@ -621,9 +705,16 @@ def fit_post_on_texts(
     normalize: bool | None = None,
     long: LongText | str = "truncate",
     stride: int | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
 ) -> PostProcessor:
-    """Embed texts with `model.embed` and these options, fit on the (n, d) vectors; the spec is recorded."""
-    check_post_count(kind, dim, n_texts=len(set(texts)))  # before the corpus is embedded
+    """Embed texts with `model.embed` and these options, fit on the (n, d) vectors; the spec is recorded,
+    its prompt included ("" for none), which every use checks. A repeated text is embedded and fitted on
+    once: it spans nothing new, and n_fit counts the distinct texts."""
+    given, texts = len(texts), list(dict.fromkeys(texts))
+    which = check_post_count(kind, dim, n_texts=len(texts))  # before the corpus is embedded
+    if len(texts) == 1 and given > 1:  # one text repeated: one vector, as fitting on its rows would say
+        raise InvalidInput(f"the {given} texts give one vector: {_NOTHING[which]}; give texts that differ")
     result = model.embed(
         texts,
         layers=layers,
@@ -633,10 +724,12 @@ def fit_post_on_texts(
         normalize=normalize,
         long=long,
         stride=stride,
+        prompt_name=prompt_name,
+        prompt=prompt,
     )
-    if len(set(texts)) > 1 and _one_vector(np.asarray(result.vectors, dtype=np.float64)):
+    if len(texts) > 1 and _one_vector(np.asarray(result.vectors, dtype=np.float64)):
         # "give texts that differ" would send the user to texts that already differ: the options are why
-        nothing = _NOTHING[PostKind.parse(kind, what="post-processing kind")]
+        nothing = _NOTHING[which]
         raise InvalidInput(
             f"the {len(texts)} texts differ but give one vector with layers {list(result.spec['layers'])} "
             f"and pooling {result.spec['pooling']}: {nothing}; choose another layer or pooling"
@@ -648,6 +741,7 @@ def fit_post_on_texts(
         kind,
         dim=dim,
         model=model.loaded.source,
-        spec=result.spec,
+        # the prompt recorded even where none was used: `check` compares it only where a file records it
+        spec={**result.spec, "prompt": result.spec.get("prompt", "")},
         model_files=model_files(model),
     )
