@@ -166,7 +166,10 @@ def test_a_short_npy_write_says_the_cause(tmp_path: Path, tiny_dirs: dict[str, P
         [sys.executable, "-c", _SHORT_WRITE, str(tiny_dirs["bert"]), str(out)],
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
-    assert done.stdout.strip() == f"{out}: could not write a batch (File too large); nothing was saved"
+    assert done.stdout.strip() == (
+        f"{out}: could not write a batch (File too large); nothing was saved: free the disk or lift the "
+        "limit, then run the same job again"
+    )
 
 
 # --- 5. a job whose every record was set aside says why ----------------------------------------------------

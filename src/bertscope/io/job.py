@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import threading
@@ -416,13 +417,18 @@ def _rejected(bad: list[str], *, shown: int = 3) -> str:
     return f". Rejected: {'; '.join(bad[:shown])}{more}"
 
 
+# a full disk, a file-size limit (ulimit -f), a quota: the same fix
+_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+
+
 def _write_failed(output: str | Path, exc: OSError, done: int) -> str:
     """What a failed write (a full disk, a file-size limit, permissions) means for the job."""
     reason = exc.strerror or str(exc) or type(exc).__name__
+    fix = "free the disk or lift the limit" if exc.errno in _FULL else "fix that"
     kept = (
-        f"the {done} texts saved before it are kept; fix that, then run again with resume=True (--resume)"
+        f"the {done} texts saved before it are kept; {fix}, then run again with resume=True (--resume)"
         if done
-        else "nothing was saved"
+        else f"nothing was saved: {fix}, then run the same job again"
     )
     return f"{output}: could not write a batch ({reason}); {kept}"
 
