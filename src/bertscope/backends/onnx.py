@@ -17,9 +17,11 @@ once from the export's file.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -66,7 +68,10 @@ __all__ = [
     "model_hash",
     "open_session",
     "require_onnxruntime",
+    "refusal_reason",
+    "refused_graph",
     "resolve_backend",
+    "runtime_refusals",
     "writable_folder",
 ]
 
@@ -226,12 +231,41 @@ class OnnxRunner:
         if self._whole is None:
             with self._lock:
                 if self._whole is None:
-                    self._whole = self._session(str(self._export()))
+                    self._whole = self._opened(self._export(), self._exported_again)
         return self._whole
 
     @session.setter
     def session(self, session: Any) -> None:
         self._whole = session
+
+    def _opened(self, path: Path, made_again: Callable[[], Path]) -> Any:
+        """A session on the cached graph at `path`; where the installed ONNX Runtime refuses it (a graph
+        made by another version, in a cache shared between installs), it is made again (`refused_graph`)
+        by `made_again` and opened once more."""
+        try:
+            return self._session(str(path))
+        except runtime_refusals(self.ort) as exc:
+            refused_graph(path, "ONNX Runtime", exc, self.log)
+        again = made_again()
+        try:
+            return self._session(str(again))
+        except runtime_refusals(self.ort) as exc:
+            raise ModelLoadError(
+                f"the installed ONNX Runtime cannot open the graph {again}, made just now "
+                f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
+            ) from None
+
+    def _exported_again(self) -> Path:
+        """The export made again (removed by `refused_graph`), float32's; int8's calibration runs
+        the forward this runner answers, so its graph is made by the next load."""
+        if self.remake is None:
+            raise ModelLoadError(
+                f"the installed ONNX Runtime cannot open the cached graph {self.path}; it is made again at "
+                "the next load: load the model again (restart the server)"
+            )
+        with self._remaking:
+            self.path = self.remake()
+            return self.path
 
     @property
     def input_names(self) -> list[str]:
@@ -279,8 +313,24 @@ class OnnxRunner:
         export = self._export()
         path = cached_cut(export, outputs, self._inputs, log=self.log)
         if path is not None:
-            return self._session(str(path))
+            return self._opened(path, lambda: self._cut_again(outputs))
         return self._session(cut_graph(export, self._inputs, outputs).SerializeToString())
+
+    def _cut_again(self, outputs: Sequence[str]) -> Path:
+        """A cut graph the runtime refused, cut again: from the export made again too where this runner
+        can make it (a cut keeps its export's opset), else from the export as it is."""
+        export = self._export()
+        if self.remake is not None:
+            with contextlib.suppress(OSError):  # a read-only cache: cut below, refused in one line if so
+                export.unlink(missing_ok=True)
+                export = self._exported_again()
+        path = cached_cut(export, outputs, self._inputs, log=self.log)
+        if path is None:  # the cache takes no file now: a cut in memory has no path to open
+            raise ModelLoadError(
+                f"the cut graph of {export} could not be made again in the cache; run `bertscope cache "
+                "--clear` or set BERTSCOPE_CACHE to a writable folder"
+            )
+        return path
 
     def __call__(
         self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: AskedStates = None
@@ -367,6 +417,38 @@ def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any
     return ort.InferenceSession(
         model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
     )
+
+
+def runtime_refusals(ort: Any) -> tuple[type[BaseException], ...]:
+    """The errors with which ONNX Runtime refuses a graph file it cannot load (a newer opset or IR version,
+    an unknown operator, a file it cannot parse)."""
+    state = ort.capi.onnxruntime_pybind11_state
+    return (state.Fail, state.InvalidGraph, state.InvalidProtobuf, state.NotImplemented)
+
+
+def refusal_reason(exc: BaseException) -> str:
+    """A runtime's refusal in a few words: its last line, without the C++ source position and signature
+    (ONNX Runtime's `model.cc:181 onnxruntime::Model::Model(...)`) that precede the reason."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = re.sub(r"^.*?[\w/.-]+\.(?:h|cc|cpp):\d+ [^()]*\([^()]*\)\s*", "", lines[-1] if lines else "")
+    reason = reason.removeprefix("[ONNXRuntimeError] : ")
+    return reason if len(reason) <= 160 else f"{reason[:157]}..."
+
+
+def refused_graph(path: Path, runtime: str, exc: BaseException, log: Callable[[str], None] | None) -> None:
+    """Remove the cached graph at `path` that the installed `runtime` refused (one made by another version
+    of it, in a cache shared between installs), so it is made again as a missing one is, named in one line
+    on `log`; where the cache takes no change, ModelLoadError naming the file and the fix."""
+    said = f"the installed {runtime} cannot open the cached graph {path} ({refusal_reason(exc)})"
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        raise ModelLoadError(
+            f"{said}, and the cache cannot be changed: run `bertscope cache --clear` as its owner, or set "
+            "BERTSCOPE_CACHE to a writable folder"
+        ) from None
+    if log is not None:
+        log(f"{said}; making it again")
 
 
 def encoder_digest(encoder: Any) -> str:

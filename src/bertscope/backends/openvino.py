@@ -27,8 +27,9 @@ on MiniLM and 1.5x or more on all-mpnet-base-v2, min cosine 0.995 on the held-ou
 (bench/BENCHMARKS.md); with every matmul static it ran faster still but fell to 0.988 on odd inputs. The
 IR is cached per calibration batches.
 
-Both int8 IRs are recorded and checked as the ONNX exports are (`_whole_ir`): a damaged one is made
-again, never trusted.
+Both int8 IRs are recorded and checked as the ONNX exports are (`_whole_ir`): a damaged one, or another
+model's copied under this one's name, is made again, never trusted; so is a cached graph the installed
+OpenVINO cannot read (one made by another version, in a cache shared between installs: `_read`).
 """
 
 from __future__ import annotations
@@ -55,13 +56,15 @@ from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
 from ..core.loading import device_kind, faster_than_bfloat16
-from ..errors import BackendUnavailable, InvalidSpec, caller_level
+from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, caller_level
 from .onnx import (
     cache_dir,
     cached_export,
     export_onnx,
     export_stamp,
     record_export,
+    refusal_reason,
+    refused_graph,
     runtime_feed,
     writable_folder,
 )
@@ -327,19 +330,41 @@ class OpenVinoRunner:
         ir: Path | None = None
         if precision == "int8":
             ir = _quantized(core, onnx_path, log)
-            ov_model = core.read_model(str(ir))
+            ov_model = _read(core, ir, lambda: _quantized(core, onnx_path, log), log)
         elif precision == "int8_static":
             if calibration is None:
                 raise InvalidSpec("int8_static needs the engine's calibration batches")
             # short texts, and the texts joined into one cut at the model's limit: the ranges of both ends
             texts = [*calibration_texts, *SHORT_CALIBRATION, " ".join(calibration_texts)]
-            ir = _static_quantized(core, onnx_path, texts, calibration, family, log)
-            ov_model = core.read_model(str(ir))
+
+            def static() -> Path:
+                return _static_quantized(core, onnx_path, texts, calibration, family, log)
+
+            ir = static()
+            ov_model = _read(core, ir, static, log)
         else:
-            ov_model = core.read_model(str(onnx_path))
+            ov_model = _read(core, onnx_path, lambda: export_onnx(model, family, digest=digest, log=log), log)
         runner = cls(ov_model, family.uses_token_types, precision, threads=cpu_threads())
         runner.path = ir
         return runner
+
+
+def _read(core: Any, path: Path, made_again: Callable[[], Path], log: Callable[[str], None] | None) -> Any:
+    """The cached graph at `path` read by OpenVINO; where the installed OpenVINO refuses it (a graph made
+    by another version, in a cache shared between installs), made again (`onnx.refused_graph`) by
+    `made_again` and read once more."""
+    try:
+        return core.read_model(str(path))
+    except RuntimeError as exc:
+        refused_graph(path, "OpenVINO", exc, log)
+    again = made_again()
+    try:
+        return core.read_model(str(again))
+    except RuntimeError as exc:
+        raise ModelLoadError(
+            f"the installed OpenVINO cannot read the graph {again}, made just now ({refusal_reason(exc)}); "
+            "reinstall it: pip install --force-reinstall 'bertscope[openvino]'"
+        ) from None
 
 
 def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) -> Path:
@@ -432,8 +457,16 @@ def _whole_ir(path: Path, log: Callable[[str], None] | None) -> bool:
     about = read_json_object(path.with_suffix(".json"))
     if not about or not path.is_file():
         return False
+    weights = path.with_suffix(".bin")
+    if about.get("file") != weights.name:
+        # another model's IR and record copied under this name; or a record from before IRs named their
+        # file (remade once: its model cannot be told)
+        if log is not None and "file" in about:
+            log(f"the cached OpenVINO model {path} is recorded as {about['file']!r}, another model's; "
+                "making it again")  # fmt: skip
+        return False
     xml = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
-    if about.get("xml") == xml and cached_export(path.with_suffix(".bin")) is not None:
+    if about.get("xml") == xml and cached_export(weights) is not None:
         return True
     if log is not None:
         log(f"the cached OpenVINO model {path} does not match its recorded size and SHA-256; making it again")
@@ -452,8 +485,9 @@ def _save_ir(model: Any, path: Path) -> None:
         ov.save_model(model, str(staged), compress_to_fp16=False)
         os.replace(staged.with_suffix(".bin"), weights)
         os.replace(staged, path)
+    # its own name too: the IR's name holds its export's, which holds the model's content digest
     record_export(weights, {
-        "format": IR_FORMAT, **export_stamp(weights), "sha256": file_sha256(weights),
+        "format": IR_FORMAT, "file": weights.name, **export_stamp(weights), "sha256": file_sha256(weights),
         "xml": {"bytes": path.stat().st_size, "sha256": file_sha256(path)},
     })  # fmt: skip
 
