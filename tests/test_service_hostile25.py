@@ -161,3 +161,19 @@ def test_the_host_header_is_parsed_strictly(bundled: bertscope.Model, host: str,
     assert answered.status_code == status, answered.text
     if status == 400:
         assert "the Host header names" in answered.json()["detail"]
+
+
+def test_a_lingering_connection_does_not_count_against_the_cap(bundled: bertscope.Model) -> None:
+    """A connection closing as nginx's lingering close holds no place under --max-connections: refusals
+    and 413s of one client cannot lock others out while their connections linger."""
+    with capped(bundled, 2) as (port, _):
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as held:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as lingering:
+                lingering.sendall(_post("/embed", b"", length=99_999_999_999))
+                assert everything(lingering).startswith(b"HTTP/1.1 413 ")  # its end came: it lingers
+                # `lingering` is still open on this side, so the server still holds it, but not under the cap
+                with socket.create_connection(("127.0.0.1", port), timeout=30) as third:
+                    third.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                    assert everything(third).startswith(b"HTTP/1.1 200 ")
+            held.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert everything(held).startswith(b"HTTP/1.1 200 ")
