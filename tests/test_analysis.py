@@ -185,7 +185,8 @@ def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:
     expected = spearmanr((unit[:, 0] * unit[:, 1]).sum(1), [g for *_, g in data[:150]]).statistic
     assert result.records[0]["spearman"] == pytest.approx(expected, abs=1e-6)
     cov = result.coverage
-    assert cov["n_pairs"] == 150 and cov["n_words_whole"] + cov["n_words_split"] == cov["n_words"] and cov["n_words_split"] >= 1
+    assert cov["n_pairs"] == 150 and cov["n_words_split"] >= 1
+    assert cov["n_words_whole"] + cov["n_words_split"] == cov["n_words"]
     assert all(-1 <= r["spearman"] <= 1 for r in result.records)
 
 

@@ -532,7 +532,9 @@ def test_chunks_embedded_alone_stream_the_same_vectors(
         for a, b in zip(new, old, strict=True):
             assert a.vectors.tobytes() == b.vectors.tobytes(), options  # the same batches: bit for bit
             assert (a.chunks, a.spans, a.spec) == (b.chunks, b.spans, b.spec)
-            assert a.n_tokens.tolist() == b.n_tokens.tolist() and a.n_dropped.tolist() == b.n_dropped.tolist()
+            # n_tokens: the chunk's own pieces, where the old count took its [CLS] and [SEP] in too
+            assert (a.n_tokens + 2).tolist() == b.n_tokens.tolist(), options
+            assert a.n_dropped.tolist() == b.n_dropped.tolist()
 
 
 class _Counted(str):
@@ -560,14 +562,19 @@ def test_chunks_embedded_alone_hold_one_pass_of_chunk_texts(
     monkeypatch.setattr(engine, "chunk_size", 8)
     plan = plan_chunks(bundled, _DOC, late=False, chunks="tokens", chunk_size=20, chunk_overlap=19)
     seen: list[int] = []
-    real = engine.sentences
+    real, real_fitted = engine.sentences, engine.fitted_sentences
 
     def sentences(texts: Any, spec: Any, **kwargs: Any) -> Iterator[Any]:
         for part in real(texts, spec, **kwargs):
             seen.append(_Counted.alive[0] - 1)  # chunk texts alive as a pass is embedded (less the document)
             yield part
 
+    def fitted_sentences(fitted: Any, spec: Any, **kwargs: Any) -> Any:
+        seen.append(_Counted.alive[0] - 1)  # the chunks run alone now: one pass's texts, prepared
+        return real_fitted(fitted, spec, **kwargs)
+
     monkeypatch.setattr(engine, "sentences", sentences)
+    monkeypatch.setattr(engine, "fitted_sentences", fitted_sentences)
     doc = _Counted(plan.docs[0])
     recorded: dict[str, object] = {}
     (result,) = chunk_embed.iter_chunk_embeddings(
@@ -588,7 +595,8 @@ def test_tokens_run_alone_are_what_the_chunks_run(bundled: bertscope.Model, opti
     # chunk's text alone may tokenize a word its span cuts into one piece more (3 in 2,690 here at most).
     plan = plan_chunks(bundled, _NAIVE_DOCS, late=False, **options)
     counted = plan.tokens_run_alone(bundled.engine)
-    ran = sum(int(r.n_tokens.sum()) for r in plan.run(bundled.engine, progress=False))
+    # each chunk's n_tokens is its own pieces; run alone, it ran them with its [CLS] and [SEP]
+    ran = sum(int(r.n_tokens.sum()) + 2 * len(r.n_tokens) for r in plan.run(bundled.engine, progress=False))
     assert abs(counted - ran) <= ran // 500, (counted, ran)
     overlapping = plan_chunks(
         bundled, "Hi there. " * 300, late=False, chunks="tokens", chunk_size=800, chunk_overlap=799

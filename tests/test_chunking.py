@@ -96,7 +96,7 @@ def test_user_spans_are_checked() -> None:
         chunk_spans(DOC, [(0, 6), (7, len(DOC) + 1)])
     with pytest.raises(bertscope.InvalidInput, match="overlaps"):
         chunk_spans(DOC, [(0, 10), (5, 20)])
-    with pytest.raises(bertscope.InvalidInput, match="out of range"):
+    with pytest.raises(bertscope.InvalidInput, match="is empty"):
         chunk_spans(DOC, [(5, 5)])
     with pytest.raises(bertscope.InvalidInput, match="whitespace"):
         chunk_spans(DOC, [(DOC.index("\n\n"), DOC.index("\n\n") + 2)])

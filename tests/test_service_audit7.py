@@ -270,6 +270,6 @@ def test_chunks_embedded_alone_are_counted_as_they_run_and_refused_over_the_budg
         answered = client.post("/v2/embed_chunks", json={**small, "late": False})
         assert answered.status_code == 200, answered.text[:300]
         chunks = answered.json()["items"][0]["chunks"]
-        assert len(chunks) == 17 and {c["n_tokens"] for c in chunks[:-1]} == {102}
-        # queued as the chunks run (17 x up to 102), not as the 902 tokens of the document
-        assert queued == [sum(c["n_tokens"] for c in chunks)] and queued[0] > 1.5 * 902
+        assert len(chunks) == 17 and {c["n_tokens"] for c in chunks[:-1]} == {100}  # the chunk's own pieces
+        # queued as the chunks run (17 x up to 102, [CLS] and [SEP] too), not as the document's 902 tokens
+        assert queued == [sum(c["n_tokens"] + 2 for c in chunks)] and queued[0] > 1.5 * 902

@@ -201,8 +201,9 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
     try:
         db.execute("PRAGMA user_version").fetchone()  # the first read: where a WAL store makes its -shm
-    except sqlite3.OperationalError as exc:
-        # anything else is the file's or the machine's: said by `schema_tables` below (`unopened`)
+    except sqlite3.Error as exc:
+        # anything else (a damaged file included) is the file's or the machine's: said by `schema_tables`
+        # below (`unopened`), which reads the same pragma
         if getattr(exc, "sqlite_errorname", "") == "SQLITE_CANTOPEN" and not _folder_writable(file.parent):
             db.close()
             db = _immutable(file, path, exc)
@@ -226,7 +227,7 @@ def _folder_writable(folder: Path) -> bool:
     return os.access(folder, os.W_OK)
 
 
-def _immutable(file: Path, path: str | Path, exc: sqlite3.OperationalError) -> sqlite3.Connection:
+def _immutable(file: Path, path: str | Path, exc: sqlite3.Error) -> sqlite3.Connection:
     """A store in a folder that cannot be written, opened read-only and immutable (`connect_read` could not
     make the -shm file a WAL store's reader needs beside it); CorpusError naming the cause where a -wal file
     beside it holds writes not yet in the store, which an immutable connection would not read.
