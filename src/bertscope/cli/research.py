@@ -87,7 +87,7 @@ def contextuality_cmd(
     words: Annotated[
         str | None, typer.Option("--words", "-w", help="Comma-separated words (default: the most frequent).")
     ] = None,
-    top: Annotated[int, top_k_option("Without --words: this many most frequent words.")] = 10,
+    top: Annotated[int, top_k_option("Without --words: this many most frequent words.", least=1)] = 10,
     # --top: --top-k's old name, still read, not shown
     old_top: Annotated[int | None, typer.Option("--top", hidden=True)] = None,
     min_contexts: Annotated[
