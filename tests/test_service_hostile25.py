@@ -177,3 +177,16 @@ def test_a_lingering_connection_does_not_count_against_the_cap(bundled: bertscop
                     assert everything(third).startswith(b"HTTP/1.1 200 ")
             held.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             assert everything(held).startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_foreign_host_with_a_body_closes_the_connection(bundled: bertscope.Model) -> None:
+    """The Host refusal comes before the body is read: like the 413, it closes rather than read it."""
+    from bertscope.server.hosts import guard_loopback
+
+    app = create_app(bundled)
+    guard_loopback(app, "127.0.0.1")
+    with TestClient(app) as client:
+        with_body = client.post("/v2/embed", content=BODY, headers={"Host": "evil.com", **JSON})
+        bare = client.get("/health", headers={"Host": "evil.com"})
+    assert with_body.status_code == 400 and with_body.headers["connection"] == "close"
+    assert bare.status_code == 400 and "connection" not in bare.headers

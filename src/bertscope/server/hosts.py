@@ -50,7 +50,8 @@ class LoopbackHosts:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Pass a request addressed to loopback (or with no Host: no browser sends none) to the app."""
         if scope["type"] == "http":
-            given = Headers(scope=scope).get("host", "")
+            headers = Headers(scope=scope)
+            given = headers.get("host", "")
             name = host_name(given)
             if given and (name is None or name.lower() not in self.names):
                 message = (
@@ -59,7 +60,10 @@ class LoopbackHosts:
                     "name here, DNS rebinding, is refused); a reverse proxy's name: serve --allow-host "
                     "NAME"
                 )
-                await error_response(route_path(scope), 400, message)(scope, receive, send)
+                # refused before its body is read: the connection closes rather than read the body through
+                pending = headers.get("content-length", "") not in ("", "0") or "transfer-encoding" in headers
+                closing = {"Connection": "close"} if pending else None
+                await error_response(route_path(scope), 400, message, headers=closing)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
