@@ -4,6 +4,7 @@ the one line every command says."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 import bertscope
 from bertscope.backends.onnx import export_stamp, read_record, record_export
 from bertscope.core.fingerprint_facts import file_sha256
-from bertscope.errors import ModelLoadError
+from bertscope.errors import InvalidSpec, ModelLoadError
 from tiny_models import build_tiny_model
 
 # The console entry point in a fresh interpreter, printing whether the command imported pyarrow.
@@ -149,3 +150,19 @@ def test_another_models_ir_under_this_models_name_is_made_again(
     said = capsys.readouterr().err
     assert f"is recorded as {theirs.with_suffix('.bin').name!r}, another model's; making it again" in said
     np.testing.assert_allclose(again, expected, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "runtime", [{}, {"backend": "onnxruntime"}, {"backend": "openvino"}, {"mode": "fast"}], ids=str
+)
+def test_a_cache_that_names_a_file_is_refused_in_one_line_by_every_load(
+    runtime: dict[str, str], bundled_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setting to fix: the line `bertscope cache` says, never "cannot write the cache folder" and torch
+    (the bundled model: a tiny one runs torch without asking the cache)."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(afile))
+    said = f"BERTSCOPE_CACHE={afile} points at a file, not a folder: set BERTSCOPE_CACHE to a folder"
+    with pytest.raises(InvalidSpec, match=re.escape(said)):
+        bertscope.load(bundled_path, **runtime)

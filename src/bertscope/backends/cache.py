@@ -184,15 +184,8 @@ def _current_measurement(path: Path) -> bool:
 
 
 def _root() -> Path:
-    """The cache folder; a BertscopeError where it is a file (BERTSCOPE_CACHE naming a file)."""
-    root = cache_dir().parent
-    if root.exists() and not root.is_dir():
-        where = f"BERTSCOPE_CACHE={root}" if os.environ.get("BERTSCOPE_CACHE") else f"the cache folder {root}"
-        raise BertscopeError(
-            f"{where} points at a file, not a folder: set BERTSCOPE_CACHE to a folder for bertscope's cache "
-            "(its exports and measurements)"
-        )
-    return root
+    """The cache folder; InvalidSpec where it is a file (BERTSCOPE_CACHE naming a file: `onnx.cache_dir`)."""
+    return cache_dir().parent
 
 
 # <family>-<digest>-...: a family's name may hold hyphens itself (xlm-roberta, deberta-v2), the content

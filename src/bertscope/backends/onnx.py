@@ -137,10 +137,21 @@ def require_onnxruntime() -> Any:
 
 
 def cache_dir() -> Path:
-    """Where exported models are kept: $BERTSCOPE_CACHE, else $XDG_CACHE_HOME/bertscope, else ~/.cache."""
+    """Where exported models are kept: $BERTSCOPE_CACHE, else $XDG_CACHE_HOME/bertscope, else ~/.cache.
+
+    Every use of the cache (exports, OpenVINO models, measurements, `bertscope cache`) finds it here, so a
+    cache that names a file is refused in one line (InvalidSpec, a setting to fix: no load falls back to
+    torch over it), the same from every command."""
     from .recorded import cache_root
 
-    return cache_root() / "onnx"
+    root = cache_root()
+    if root.exists() and not root.is_dir():
+        where = f"BERTSCOPE_CACHE={root}" if os.environ.get("BERTSCOPE_CACHE") else f"the cache folder {root}"
+        raise InvalidSpec(
+            f"{where} points at a file, not a folder: set BERTSCOPE_CACHE to a folder for bertscope's cache "
+            "(its exports and measurements)"
+        )
+    return root / "onnx"
 
 
 def runtime_feed(ids: Array, type_ids: Array, mask: Array, token_types: bool) -> dict[str, Array]:
