@@ -10,3 +10,12 @@ def test_contextuality_top_k_under_one_is_a_range_error_as_every_other_top_k() -
     ran = run_main("contextuality", "-i", "no-such-file.txt", "-k", "0")
     assert ran.code == 2, (ran.code, ran.stderr)
     assert "--top-k" in ran.stderr and "1" in ran.stderr
+
+
+def test_a_flag_value_with_a_space_stays_quoted_in_a_message() -> None:
+    from bertscope.cli.wording import as_flags
+
+    # the post's prompt refusal on the command line: the space of 'query: ' was lost unquoted
+    said = as_flags("this pca was fitted on prompt='', not prompt='query: '")
+    assert said == "this pca was fitted on --prompt \"\", not --prompt 'query: '"
+    assert as_flags("give pooling='mean'") == "give --pooling mean"  # a plain value stays bare

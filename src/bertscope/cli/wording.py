@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import shlex
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -201,7 +202,8 @@ def _flag(kw: str, value: str) -> str | None:
         return FLAGS[kw]
     if value[:1] in "'\"":
         inner = value[1:-1]
-        return f"{FLAGS[kw]} {inner}" if inner else f'{FLAGS[kw]} ""'
+        # as a shell takes it: a value with a space ('query: ') stays quoted, or its space is lost
+        return f"{FLAGS[kw]} {shlex.quote(inner)}" if inner else f'{FLAGS[kw]} ""'
     if value.startswith("["):
         return f"{FLAGS[kw]} " + ",".join(part.strip(" '\"") for part in value[1:-1].split(","))
     return f"{FLAGS[kw]} {value}"
