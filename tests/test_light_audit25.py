@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from tiny_models import build_tiny_model
 # The console entry point in a fresh interpreter, printing whether the command imported pyarrow.
 PYARROW_AFTER = """
 import sys
+import threading
 from bertscope.cli import main
 sys.argv[0] = "bertscope"
 try:
@@ -166,3 +168,41 @@ def test_a_cache_that_names_a_file_is_refused_in_one_line_by_every_load(
     said = f"BERTSCOPE_CACHE={afile} points at a file, not a folder: set BERTSCOPE_CACHE to a folder"
     with pytest.raises(InvalidSpec, match=re.escape(said)):
         bertscope.load(bundled_path, **runtime)
+
+
+def test_a_process_waiting_on_anothers_export_says_so_once(
+    cache: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """The lock held by another (here: this test's own handle, as another process's would be) is said
+    once before the wait; the export is then made as usual."""
+    from filelock import FileLock
+
+    from bertscope.backends.onnx import encoder_digest, export_onnx, export_path
+
+    model = tiny_models["bert"]
+    digest = encoder_digest(model)
+    path = export_path(model.family.name, digest)
+    path.parent.mkdir(parents=True)
+    said: list[str] = []
+    waiting = threading.Event()
+
+    def log(line: str) -> None:
+        said.append(line)
+        if line.startswith("waiting for"):
+            waiting.set()
+
+    made: list[Path] = []
+    other = FileLock(f"{path}.lock")
+    other.acquire()
+    worker = threading.Thread(
+        target=lambda: made.append(export_onnx(lambda: model.hf_model, model.family, digest=digest, log=log))
+    )
+    try:
+        worker.start()
+        assert waiting.wait(timeout=120), said
+    finally:
+        other.release()
+    worker.join(timeout=300)
+    assert made == [path] and path.is_file()
+    assert said[0] == f"waiting for another process's export of {path.name} (its lock: {path.name}.lock)"
+    assert sum(line.startswith("waiting for") for line in said) == 1

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +64,7 @@ __all__ = [
     "known_folders",
     "export_onnx",
     "export_path",
+    "held_lock",
     "calibration_texts",
     "model_hash",
     "open_session",
@@ -622,7 +623,6 @@ def export_onnx(
         raise BackendUnavailable(
             "exporting the model to ONNX needs onnx: pip install 'bertscope[onnx]'"
         ) from exc
-    from filelock import FileLock
 
     from ..core.loading import require_torch
     from .attention_proof import missed_proof
@@ -638,7 +638,8 @@ def export_onnx(
     from .export import write_export
 
     writable_folder(path.parent)
-    with FileLock(f"{path}.lock"):  # the writer holds it until the record is written: damage named only here
+    # the writer holds it until the record is written: damage named only here
+    with held_lock(path, f"export of {path.name}", log):
         if cached_export(path, log=log) is None:
             # a miss recorded while this process waited on the lock: write_export refuses from the record,
             # exporting nothing, so nothing is said of an export
@@ -662,6 +663,25 @@ def export_onnx(
                     "space there or set BERTSCOPE_CACHE to another folder, then load again"
                 ) from None
     return path
+
+
+@contextlib.contextmanager
+def held_lock(path: Path, what: str, log: Callable[[str], None] | None) -> Iterator[None]:
+    """`path`'s lock file held; where another process holds it (making `what` now), said once on `log`
+    before waiting, so a process that waits minutes on another's export or quantization says why."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(f"{path}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if log is not None:
+            log(f"waiting for another process's {what} (its lock: {path.name}.lock)")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class ExportNotWritten(ModelLoadError):

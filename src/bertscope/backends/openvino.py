@@ -62,6 +62,7 @@ from .onnx import (
     cached_export,
     export_onnx,
     export_stamp,
+    held_lock,
     record_export,
     refusal_reason,
     refused_graph,
@@ -437,10 +438,8 @@ def _cached_ir(path: Path, make: Callable[[Any], Any], log: Callable[[str], None
     if _whole_ir(path, log):
         return path
     nncf = _require_nncf()
-    from filelock import FileLock
-
     writable_folder(path.parent)  # one line saying to set BERTSCOPE_CACHE, before NNCF's minutes of work
-    with FileLock(f"{path}.lock"):
+    with held_lock(path, f"quantization of {path.name}", log):
         if not _whole_ir(path, None):
             _save_ir(make(nncf), path)
     return path
