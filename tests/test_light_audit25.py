@@ -206,3 +206,23 @@ def test_a_process_waiting_on_anothers_export_says_so_once(
     assert made == [path] and path.is_file()
     assert said[0] == f"waiting for another process's export of {path.name} (its lock: {path.name}.lock)"
     assert sum(line.startswith("waiting for") for line in said) == 1
+
+
+def test_an_int8_graph_onnx_runtime_refuses_is_removed_and_refused_in_one_line(
+    cache: Path, tiny_dirs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """int8's graph is calibrated on the forward its runner answers: the next load makes it again (and no
+    note says it is made again now)."""
+    onnx = pytest.importorskip("onnx")
+    expected = _load(tiny_dirs["bert"], backend="onnxruntime", quantize="int8").embed(TEXTS).vectors
+    (path,) = (cache / "onnx").glob("bert-*-int8*.onnx")
+    graph = onnx.load(str(path))
+    next(o for o in graph.opset_import if o.domain in ("", "ai.onnx")).version = 99
+    onnx.save(graph, str(path))
+    _recorded_again(path)
+    with pytest.raises(ModelLoadError, match="cannot open the cached graph .*load the model again") as got:
+        _load(tiny_dirs["bert"], backend="onnxruntime", quantize="int8").embed(TEXTS)
+    assert "\n" not in str(got.value) and not path.exists()
+    assert "making it again" not in capsys.readouterr().err
+    again = _load(tiny_dirs["bert"], backend="onnxruntime", quantize="int8").embed(TEXTS).vectors
+    np.testing.assert_allclose(again, expected, atol=1e-6)

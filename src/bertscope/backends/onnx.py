@@ -243,21 +243,29 @@ class OnnxRunner:
         if self._whole is None:
             with self._lock:
                 if self._whole is None:
-                    self._whole = self._opened(self._export(), self._exported_again)
+                    again = self._exported_again if self.remake is not None else None
+                    self._whole = self._opened(self._export(), again)
         return self._whole
 
     @session.setter
     def session(self, session: Any) -> None:
         self._whole = session
 
-    def _opened(self, path: Path, made_again: Callable[[], Path]) -> Any:
+    def _opened(self, path: Path, made_again: Callable[[], Path] | None) -> Any:
         """A session on the cached graph at `path`; where the installed ONNX Runtime refuses it (a graph
-        made by another version, in a cache shared between installs), it is made again (`refused_graph`)
-        by `made_again` and opened once more."""
+        made by another version, in a cache shared between installs), it is removed (`refused_graph`) and
+        made again by `made_again` and opened once more; without `made_again` (an int8 graph, whose
+        calibration runs the forward this runner answers), a ModelLoadError says to load again."""
         try:
             return self._session(str(path))
         except runtime_refusals(self.ort) as exc:
-            refused_graph(path, "ONNX Runtime", exc, self.log)
+            refused_graph(path, "ONNX Runtime", exc, self.log if made_again is not None else None)
+            if made_again is None:
+                raise ModelLoadError(
+                    f"the installed ONNX Runtime cannot open the cached graph {path} "
+                    f"({refusal_reason(exc)}); it is removed, to be made again at the next load: load the "
+                    "model again (restart the server)"
+                ) from None
         again = made_again()
         try:
             return self._session(str(again))
@@ -268,13 +276,8 @@ class OnnxRunner:
             ) from None
 
     def _exported_again(self) -> Path:
-        """The export made again (removed by `refused_graph`), float32's; int8's calibration runs
-        the forward this runner answers, so its graph is made by the next load."""
-        if self.remake is None:
-            raise ModelLoadError(
-                f"the installed ONNX Runtime cannot open the cached graph {self.path}; it is made again at "
-                "the next load: load the model again (restart the server)"
-            )
+        """The float32 export made again (removed by `refused_graph`), where this runner can make it."""
+        assert self.remake is not None
         with self._remaking:
             self.path = self.remake()
             return self.path
