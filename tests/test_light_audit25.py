@@ -226,3 +226,21 @@ def test_an_int8_graph_onnx_runtime_refuses_is_removed_and_refused_in_one_line(
     assert "making it again" not in capsys.readouterr().err
     again = _load(tiny_dirs["bert"], backend="onnxruntime", quantize="int8").embed(TEXTS).vectors
     np.testing.assert_allclose(again, expected, atol=1e-6)
+
+
+def test_a_cut_graph_onnx_runtime_refuses_is_cut_again(
+    cache: Path, tiny_dirs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cut keeps its export's opset: the export is made again too, then the cut."""
+    onnx = pytest.importorskip("onnx")
+    expected = _load(tiny_dirs["bert"], backend="onnxruntime").embed(TEXTS, layers="1").vectors
+    (cut,) = (cache / "onnx").glob("bert-*-float32-to1-v2.onnx")
+    graph = onnx.load(str(cut))
+    next(o for o in graph.opset_import if o.domain in ("", "ai.onnx")).version = 99
+    onnx.save(graph, str(cut))
+    _recorded_again(cut)
+    capsys.readouterr()
+    again = _load(tiny_dirs["bert"], backend="onnxruntime").embed(TEXTS, layers="1").vectors
+    said = capsys.readouterr().err
+    assert f"the installed ONNX Runtime cannot open the cached graph {cut} (" in said, said
+    np.testing.assert_allclose(again, expected, atol=1e-6)
