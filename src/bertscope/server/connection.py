@@ -6,9 +6,9 @@ uvicorn closes a connection that stays idle after an answer (`timeout_keep_alive
 that timer, and a new connection has none: a client that sends one header line every few seconds, or
 connects and sends nothing, holds its connection for ever. Here the head of each request (the request
 line and every header) must arrive within `--header-timeout` seconds of the connection opening or of
-the last answer, as nginx's `client_header_timeout`; the connection is closed otherwise. The same clock
-bounds the rest of a body the service refused without reading (uvicorn discards it, unbuffered). The
-body itself is the guard's (`guard.Guard`: its deadline, its size, the bytes buffered across requests).
+the last answer, as nginx's `client_header_timeout`; the connection is closed otherwise. The rest of a
+body the service refused without reading is the lingering close's (below). The body itself is the
+guard's (`guard.Guard`: its deadline, its size, the bytes buffered across requests).
 
 Answers have a deadline too, as nginx's `send_timeout`: once the socket holds all it can of an answer
 (the transport asks the writer to wait), the client must take some of it within `--send-timeout`
@@ -29,14 +29,15 @@ read or parsed, and counted (`bertscope_connections_refused_total`), so idle con
 file descriptors the model and its open connections need.
 
 A connection closed while its client may still be sending (one refused as it opens, whose request is
-already in the socket; an answer sent before its body was read: a 413, a 415) lingers as nginx's
-`lingering_close` does: closed at once with unread bytes in the socket, the kernel would answer a reset,
-which discards the answer before the client reads it. It is half-closed instead (the answer and a FIN go
-out), and what the client still sends is read and dropped until it closes, for at most `LINGER_S` seconds
-and `LINGER_BYTES` bytes. A lingering connection no longer counts against `--max-connections` or its
-address's share (a client refused again and again must not lock others out by its refusals), and at most
-a quarter of the cap linger at once (past that one is closed at once, as before), so lingering holds a
-bounded number of file descriptors for a bounded time.
+already in the socket; an answer sent before its body was read: a 413, a 415; pipelined requests behind
+an answer that closes) lingers as nginx's `lingering_close` does: closed at once with unread bytes in the
+socket, the kernel would answer a reset, which discards the answer before the client reads it. It is
+half-closed instead (the answer and a FIN go out), and what the client still sends is read and dropped
+until it closes, for at most `LINGER_S` seconds in all and `LINGER_IDLE_S` seconds without a byte
+(nginx's `lingering_time` and `lingering_timeout`). A lingering connection no longer counts against
+`--max-connections` or its address's share (a client refused again and again must not lock others out
+by its refusals), and at most a quarter of the cap linger at once (past that one is closed at once, as
+before), so lingering holds a bounded number of file descriptors for a bounded time.
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ __all__ = ["CONNECTION_ANSWERED", "HeadTimedH11Protocol", "uvicorn_config"]
 # The status of an answer the connection sent itself, noted in the request's scope: the app's request ends
 # as if its client left, and the guard logs and counts what was sent (`guard.Guard`), not a 499.
 CONNECTION_ANSWERED = "bertscope.connection_answered"
-# How long a connection closed while its client may still send lingers, and the most it reads meanwhile.
-LINGER_S = 2.0
-LINGER_BYTES = 1024 * 1024
+# How long a connection closed while its client may still send lingers: nginx's `lingering_time` (30 s in
+# all) and `lingering_timeout` (5 s without a byte). Bounded by time, not bytes: what is read is dropped
+# (no memory), at most a quarter of the cap linger, and a client sending a body over the limit at full
+# speed reads its 413 only once the server has taken the whole body (http.client writes it all before it
+# reads); 30 s is 37 MB at 10 Mbit/s. One that stops sending is closed within 5 s.
+LINGER_S = 30.0
+LINGER_IDLE_S = 5.0
 # The client's states in which it may still be sending: a body not read to its end, a request h11 refused.
 _MAY_SEND = (h11.SEND_BODY, h11.ERROR)
 
@@ -138,8 +143,11 @@ class _LingeringTransport:
         self._protocol = protocol
 
     def close(self) -> None:
-        """Linger where the client may still send (and not yet lingering), else close."""
-        if self._protocol.conn.their_state in _MAY_SEND and not self._protocol.lingering_now:
+        """Linger where the client may still send or has bytes unread (and not yet lingering), else close."""
+        conn = self._protocol.conn
+        # pipelined requests behind an answer that closes are in h11's buffer (uvicorn stopped parsing them)
+        unread = conn.their_state in _MAY_SEND or bool(conn.trailing_data[0])
+        if unread and not self._protocol.lingering_now:
             self._protocol.linger()
         else:
             self._transport.close()
@@ -181,7 +189,8 @@ class HeadTimedH11Protocol(H11Protocol):
         self._refused = False
         self._peer: str | None = None  # the client address counted in `peers` while this one is open
         self._linger_timer: asyncio.TimerHandle | None = None
-        self._lingered = 0  # bytes read and dropped while lingering
+        self._linger_until = 0.0  # the loop's time a lingering connection closes at the latest
+        self._linger_heard = 0.0  # the loop's time it last read a byte
         self.lingering_now = False
         size = self.config.h11_max_incomplete_event_size
         self.conn = _CountedConnection(h11.SERVER) if size is None else _CountedConnection(h11.SERVER, size)
@@ -216,9 +225,7 @@ class HeadTimedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         """Feed uvicorn; stop the clock once a new request's head is complete. While lingering, drop it."""
         if self.lingering_now:
-            self._lingered += len(data)
-            if self._lingered > LINGER_BYTES:
-                self._raw.close()
+            self._linger_heard = self.loop.time()  # the idle clock restarts (`_linger_check`)
             return
         if self._refused:
             return
@@ -254,7 +261,8 @@ class HeadTimedH11Protocol(H11Protocol):
 
     def linger(self) -> None:
         """Close as nginx's lingering close: half-close (what was written, then a FIN), then read and drop
-        what the client still sends until it closes, `LINGER_S` seconds pass or `LINGER_BYTES` arrive. The
+        what the client still sends until it closes, `LINGER_S` seconds pass or `LINGER_IDLE_S` pass with
+        no byte. The
         connection stops counting against the cap and its address's share; past `max_lingering` lingering
         connections (or where the transport cannot half-close), it is closed at once."""
         lingering = self.lingering
@@ -272,7 +280,19 @@ class HeadTimedH11Protocol(H11Protocol):
         self._disarm()
         self._raw.write_eof()  # the FIN follows what is written; the client reads the answer, then its end
         self._raw.resume_reading()  # uvicorn may have paused reading a body it had no room for
-        self._linger_timer = self.loop.call_later(LINGER_S, self._raw.close)
+        self._linger_heard = self.loop.time()
+        self._linger_until = self._linger_heard + LINGER_S
+        self._linger_timer = self.loop.call_later(LINGER_IDLE_S, self._linger_check)
+
+    def _linger_check(self) -> None:
+        """Close a lingering connection idle for `LINGER_IDLE_S` or open for `LINGER_S`; else check again
+        then (one timer, not one per read)."""
+        due = min(self._linger_heard + LINGER_IDLE_S, self._linger_until)
+        if due <= self.loop.time():
+            self._linger_timer = None
+            self._raw.close()
+        else:
+            self._linger_timer = self.loop.call_at(due, self._linger_check)
 
     def _open(self) -> int:
         """The connections that count against the cap: those open, less those lingering."""
@@ -343,7 +363,7 @@ class HeadTimedH11Protocol(H11Protocol):
         self._head_timer = None
         if not self.transport.is_closing():
             self.logger.info("closing a connection whose request head took over %g s", self.head_timeout)
-            self.transport.close()
+            self._raw.close()  # no answer to keep from a reset: a head dripped slowly does not linger on
 
 
 def uvicorn_config(

@@ -1,0 +1,100 @@
+"""The service's hostile-client fixes, reviewed (audit 25d's review): a body far over the limit reads its
+413 (the lingering close bounded by time, not bytes), pipelined requests behind an answer that closes are
+lingered through, an allowed host is read as the Host header is, a UTF-16 body does not hide 404 or 405,
+and OpenAI's `param` names `input` for every error of its texts.
+
+Every test waits on an answer or a closed socket, never on a clock."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from types import SimpleNamespace
+
+import bertscope
+from bertscope.server import connection
+from test_server_audit18_connections import everything, served
+
+_GET = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def test_a_body_far_over_the_limit_reads_its_413(bundled: bertscope.Model) -> None:
+    """http.client writes the whole body before it reads: the lingering close stopped reading after 1 MiB
+    and closed, and the rest of the body met a reset (BrokenPipeError), the 413 unread."""
+    with served(bundled, max_body_bytes=1_000_000) as (port, _):
+        client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            client.request(
+                "POST", "/v2/embed", body=b"x" * 12_000_000, headers={"Content-Type": "application/json"}
+            )
+            answer = client.getresponse()
+            assert answer.status == 413, answer.read()
+            assert answer.getheader("connection") == "close"
+        finally:
+            client.close()
+
+
+def test_requests_pipelined_behind_an_answer_that_closes_are_lingered_through(
+    bundled: bertscope.Model,
+) -> None:
+    """A complete request answered 401 (Connection: close: it had a body) with 20,000 GETs pipelined behind
+    it: they were unread as the connection closed, and the reset discarded the 401."""
+    request = (
+        b"POST /v2/embed HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 14\r\n\r\n{"inputs":"a"}'
+    )
+    with (
+        served(bundled, api_key="secret", header_timeout_s=300.0) as (port, _),
+        socket.create_connection(("127.0.0.1", port), timeout=60) as sock,
+    ):
+        sock.sendall(request + _GET * 20_000)
+        answer = everything(sock)  # no ConnectionResetError: the server read the GETs, then closed
+    assert answer.startswith(b"HTTP/1.1 401 "), answer[:300]
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+class _Clock:
+    """A loop's clock and timers, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.due: float | None = None
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: object) -> str:
+        self.due = when
+        return "timer"
+
+
+def test_a_lingering_connection_closes_when_idle_or_when_its_time_is_up() -> None:
+    """Bounded by time as nginx's lingering_time (in all) and lingering_timeout (without a byte)."""
+    clock = _Clock()
+    closed: list[bool] = []
+    lingering = SimpleNamespace(
+        loop=clock,
+        _raw=SimpleNamespace(close=lambda: closed.append(True)),
+        _linger_heard=clock.now,
+        _linger_until=clock.now + connection.LINGER_S,
+        _linger_timer=None,
+        _linger_check=None,
+    )
+    lingering._linger_check = lambda: connection.HeadTimedH11Protocol._linger_check(lingering)  # type: ignore[arg-type]
+    # bytes keep coming: checked again at the next idle bound, open until the total bound
+    step = connection.LINGER_IDLE_S * 0.75
+    while clock.now + step < lingering._linger_until:
+        lingering._linger_heard = clock.now  # a byte came
+        clock.now += step
+        lingering._linger_check()
+        assert not closed and clock.due is not None and clock.due > clock.now
+    clock.now = lingering._linger_until
+    lingering._linger_check()
+    assert closed == [True]
+    # no byte for the idle bound: closed then
+    closed.clear()
+    lingering._linger_heard, lingering._linger_until = clock.now, clock.now + connection.LINGER_S
+    clock.now += connection.LINGER_IDLE_S
+    lingering._linger_check()
+    assert closed == [True]
+    assert connection.LINGER_S >= 30 and connection.LINGER_IDLE_S >= 5  # nginx's: a slow uplink's body
