@@ -263,7 +263,8 @@ def dripped(events: int, size: int) -> BodyRefused | None:
 
 
 def _too_large(size: int, limit: int) -> BodyRefused:
-    # Answered without reading the rest: uvicorn discards it unbuffered, within --header-timeout.
+    # Answered without reading the rest: the connection closes, lingering (`connection.HeadTimedH11Protocol`:
+    # what still comes is read and dropped, unbuffered, until the client closes or 30 s pass).
     return BodyRefused(
         413,
         f"request body of {size:,}+ bytes is over the limit of {limit:,} bytes (--max-body-bytes); send "
