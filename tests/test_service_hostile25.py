@@ -163,18 +163,37 @@ def test_the_host_header_is_parsed_strictly(bundled: bertscope.Model, host: str,
         assert "the Host header names" in answered.json()["detail"]
 
 
-def test_a_lingering_connection_does_not_count_against_the_cap(bundled: bertscope.Model) -> None:
+def test_a_lingering_connection_does_not_count_against_the_cap(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A connection closing as nginx's lingering close holds no place under --max-connections: refusals
-    and 413s of one client cannot lock others out while their connections linger."""
-    with capped(bundled, 2) as (port, _):
+    and 413s of one client cannot lock others out while their connections linger. The server's side of
+    the lingering connection is checked still open (lingering) while the third is answered: a test that
+    ran after it closed would prove nothing."""
+    from bertscope.server import connection
+
+    lingered: list[connection.HeadTimedH11Protocol] = []
+    linger = connection.HeadTimedH11Protocol.linger
+
+    def noted(protocol: connection.HeadTimedH11Protocol) -> None:
+        lingered.append(protocol)
+        linger(protocol)
+
+    monkeypatch.setattr(connection.HeadTimedH11Protocol, "linger", noted)
+    # neither the linger's bounds nor the head timeout can end it during the test
+    monkeypatch.setattr(connection, "LINGER_S", 600.0)
+    monkeypatch.setattr(connection, "LINGER_IDLE_S", 600.0)
+    with served(bundled, max_connections=2, connection_share=1.0, header_timeout_s=300.0) as (port, _):
         with socket.create_connection(("127.0.0.1", port), timeout=30) as held:
             with socket.create_connection(("127.0.0.1", port), timeout=30) as lingering:
                 lingering.sendall(_post("/embed", b"", length=99_999_999_999))
                 assert everything(lingering).startswith(b"HTTP/1.1 413 ")  # its end came: it lingers
-                # `lingering` is still open on this side, so the server still holds it, but not under the cap
                 with socket.create_connection(("127.0.0.1", port), timeout=30) as third:
                     third.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
                     assert everything(third).startswith(b"HTTP/1.1 200 ")
+                (protocol,) = lingered
+                # still open on the server's side, lingering, as the third was answered
+                assert protocol.lingering is not None and protocol in protocol.lingering
             held.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             assert everything(held).startswith(b"HTTP/1.1 200 ")
 
