@@ -108,7 +108,7 @@ def test_where_encode_parts_from_sentence_transformers_is_said(bundled: bertscop
     with pytest.raises(InvalidSpec, match=r"^output_value=None .* model.batch\(texts\) the input_ids"):
         bundled.encode(TEXTS, output_value=None)
     assert "`encode(output_value=None)` is refused" in page
-    with pytest.raises(InvalidSpec, match="give prompt_name or prompt, not both"):
+    with pytest.raises(InvalidSpec, match="give prompt_name= or prompt=, not both"):
         bundled.encode(TEXTS, prompt_name="query", prompt="x: ")
     assert "sentence-transformers warns and uses `prompt`" in page
     assert bundled.device == "cpu" and str(bundled.device) == "cpu"  # the default backend: no torch

@@ -19,3 +19,21 @@ def test_a_flag_value_with_a_space_stays_quoted_in_a_message() -> None:
     said = as_flags("this pca was fitted on prompt='', not prompt='query: '")
     assert said == "this pca was fitted on --prompt \"\", not --prompt 'query: '"
     assert as_flags("give pooling='mean'") == "give --pooling mean"  # a plain value stays bare
+
+
+def test_a_value_with_an_apostrophe_or_in_a_settings_dict_reads_as_a_shell_word() -> None:
+    from bertscope.cli.wording import as_flags
+
+    said = as_flags('fitted on prompt="Represent the user\'s query: "')
+    assert said == 'fitted on --prompt "Represent the user\'s query: "'  # not '...user'"'"'s...'
+    assert as_flags("made with {'prompt': 'query: ', 'pooling': 'mean'}") == (
+        "made with --prompt 'query: ' --pooling mean"
+    )
+
+
+def test_both_prompt_keywords_are_named_as_flags_on_the_command_line(tmp_path) -> None:
+    texts = tmp_path / "t.txt"
+    texts.write_text("a cat\nthe dog\n")
+    ran = run_main("embed", "-i", str(texts), "--prompt-name", "query", "--prompt", "x: ")
+    assert ran.code != 0
+    assert "give --prompt-name or --prompt, not both (--prompt is the text itself)" in ran.stderr, ran.stderr

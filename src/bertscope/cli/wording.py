@@ -185,8 +185,18 @@ def _dict_flags(match: re.Match[str]) -> str:
         elif isinstance(value, (list, tuple)):
             said.append(f"{FLAGS[key]} {','.join(map(str, value))}")
         else:
-            said.append(f"{FLAGS[key]} {value}")
+            said.append(f"{FLAGS[key]} {_shell_word(str(value))}")
     return " ".join(said)
+
+
+def _shell_word(value: str) -> str:
+    """`value` as a shell takes it as one word: bare where it can be (mean), else quoted, so a space
+    ('query: ') is not lost; in double quotes where it holds a single one (the user's query: ) and
+    nothing a shell reads inside double quotes."""
+    quoted = shlex.quote(value)
+    if quoted != value and "'" in value and not set('"$`\\!') & set(value):
+        return f'"{value}"'
+    return quoted
 
 
 def _flag(kw: str, value: str) -> str | None:
@@ -202,8 +212,7 @@ def _flag(kw: str, value: str) -> str | None:
         return FLAGS[kw]
     if value[:1] in "'\"":
         inner = value[1:-1]
-        # as a shell takes it: a value with a space ('query: ') stays quoted, or its space is lost
-        return f"{FLAGS[kw]} {shlex.quote(inner)}" if inner else f'{FLAGS[kw]} ""'
+        return f"{FLAGS[kw]} {_shell_word(inner)}" if inner else f'{FLAGS[kw]} ""'
     if value.startswith("["):
         return f"{FLAGS[kw]} " + ",".join(part.strip(" '\"") for part in value[1:-1].split(","))
     return f"{FLAGS[kw]} {value}"

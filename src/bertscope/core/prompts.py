@@ -124,7 +124,7 @@ class Prompts(Mapping[str, str]):
                 f"got {prompt_name!r} ({type(prompt_name).__name__})"
             )
         if prompt_name is not None and prompt is not None:
-            raise InvalidSpec("give prompt_name or prompt, not both (prompt is the text itself)")
+            raise InvalidSpec("give prompt_name= or prompt=, not both (prompt= is the text itself)")
         if prompt is not None:
             return Prompt(None, prompt, self.include_prompt) if prompt else None
         name = prompt_name if prompt_name is not None else self.default_name
