@@ -532,5 +532,5 @@ def test_an_unwritable_cache_is_a_clear_error(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     monkeypatch.setenv("BERTSCOPE_CACHE", str(blocker))
-    with pytest.raises(bertscope.ModelLoadError, match="BERTSCOPE_CACHE to a writable folder"):
+    with pytest.raises(bertscope.BertscopeError, match="points at a file, not a folder"):
         bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
