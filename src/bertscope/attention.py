@@ -23,7 +23,7 @@ import numpy as np
 
 from .core._enums import LongText
 from .core.tokens import Text, Tokens, check_texts, one_text_or_pair, pad_batch, say_cut
-from .errors import BackendUnavailable, BertscopeError, InvalidInput
+from .errors import BackendUnavailable, BertscopeError, InvalidInput, ModelLoadError
 from .research.states import layered
 
 if TYPE_CHECKING:
@@ -143,9 +143,7 @@ def _graph_session(model: Encoder) -> Any:
             ATTENTIONS,
             cached_export,
             encoder_digest,
-            export_onnx,
             export_path,
-            open_session,
             require_onnxruntime,
         )
         from .core.encoder import stderr
@@ -162,10 +160,7 @@ def _graph_session(model: Encoder) -> Any:
             graph = export_path(model.family.name, digest, ATTENTIONS)
             if cached_export(graph) is None and _missed_here(model, graph):
                 return None
-            path = export_onnx(
-                lambda: model.hf_model, model.family, digest=digest, attentions=True, log=stderr
-            )
-            session = open_session(str(path))
+            session = _opened_graph(model, digest)
         except BertscopeError as exc:  # the module's answer is the reference: never a different one
             stderr(f"attention: {exc}; {_FALLBACK}")
             if graph is not None and missed_proof(graph) is not None:
@@ -173,6 +168,41 @@ def _graph_session(model: Encoder) -> Any:
             return None
         _SESSIONS[model] = session
         return session
+
+
+def _opened_graph(model: Encoder, digest: str) -> Any:
+    """A session on `model`'s attention graph, exported now where it is not cached. A cached graph the
+    installed ONNX Runtime refuses (made by another version, in a cache shared between installs) is removed
+    and exported again with a one-line note, as the export's own graph is (backends/onnx.py `_opened`);
+    where the cache takes no change, or the graph made again is refused too, a ModelLoadError."""
+    from .backends.onnx import (
+        export_onnx,
+        open_session,
+        refusal_reason,
+        refused_graph,
+        require_onnxruntime,
+        runtime_refusals,
+    )
+    from .core.encoder import stderr
+
+    refusals = runtime_refusals(require_onnxruntime())
+
+    def exported() -> Path:
+        return export_onnx(lambda: model.hf_model, model.family, digest=digest, attentions=True, log=stderr)
+
+    path = exported()
+    try:
+        return open_session(str(path))
+    except refusals as exc:
+        refused_graph(path, "ONNX Runtime", exc, stderr)  # the note every refused graph gets
+    again = exported()
+    try:
+        return open_session(str(again))
+    except refusals as exc:
+        raise ModelLoadError(
+            f"the installed ONNX Runtime cannot open the graph {again}, made just now "
+            f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
+        ) from None
 
 
 def _missed_here(model: Encoder, graph: Path) -> bool:
