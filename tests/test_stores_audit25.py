@@ -9,8 +9,11 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +21,8 @@ import pytest
 
 import bertscope
 from bertscope.errors import InvalidInput
-from bertscope.io import sqlite_schema, sqlite_store
+from bertscope.io import sqlite_store
 from bertscope.io.checksums import ROW_CHECKS, ROW_CHECKS_KEY, sealed, unsealed
-from bertscope.io.sqlite_reader import list_collections
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from bertscope.verify.rows import texts_by_id
@@ -50,59 +52,93 @@ def _ids(path: Path) -> list[str]:
 # --- 1. an SQLite store in a folder that cannot be written -------------------------------------------------
 
 
-class _NoShm(sqlite3.Connection):
-    """A connection whose first read fails as SQLite's does where a WAL store's -shm cannot be made."""
+# A process that reads a store and prints its ids, or the one line refusing it.
+_READER = """
+import sys
+from pathlib import Path
+from bertscope.errors import BertscopeError
+from bertscope.io.stores import open_store
+try:
+    print(" ".join(i for ids, _, _ in open_store(Path(sys.argv[1])).chunks(2) for i in ids))
+except BertscopeError as exc:
+    print(exc)
+"""
+_NOBODY = 65534
 
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql.startswith("PRAGMA user_version"):
-            exc = sqlite3.OperationalError("unable to open database file")
-            exc.sqlite_errorname = "SQLITE_CANTOPEN"  # type: ignore[attr-defined]
-            raise exc
-        return super().execute(sql, *args)
+
+def _read_elsewhere(store: Path) -> str:
+    """What a process that cannot write the store's folder reads of it: as root (which writes anywhere a
+    mount allows), one dropped to nobody by `setpriv`; otherwise this user's own, the folder being chmod
+    0555."""
+    drop: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root needs setpriv to read as another user")
+        drop = ["setpriv", f"--reuid={_NOBODY}", f"--regid={_NOBODY}", "--clear-groups"]
+    env = {**os.environ, "HOME": str(store.parent.parent), "HF_HUB_OFFLINE": "1"}
+    command = [*drop, sys.executable, "-c", _READER, str(store)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 @pytest.fixture
-def read_only(made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A copy of the SQLite store in a folder made read-only. Root writes there anyway (a read-only mount
-    stops it; chmod does not), so there SQLite's first read fails as it does on read-only media and the
-    folder is taken as one that cannot be written; elsewhere SQLite itself meets the read-only folder."""
-    folder = tmp_path / "rom"
+def read_only(made: dict[str, Path], tmp_path: Path) -> Iterator[Path]:
+    """A copy of the SQLite store in a folder the reader cannot write (`_read_elsewhere`): chmod 0555, and
+    as root a folder nobody can reach (pytest's own are root's alone) whose copy nobody may read."""
+    base = tmp_path
+    if os.geteuid() == 0:
+        base = Path(tempfile.mkdtemp(prefix="bertscope-ro-"))
+        base.chmod(0o755)
+    folder = base / "rom"
     folder.mkdir()
     store = folder / "s.db"
     shutil.copyfile(made["s.db"], store)
+    store.chmod(0o644)
     folder.chmod(0o555)
-    if os.access(folder, os.W_OK):
-        opened = sqlite_schema._sqlite_connect
-
-        def connect(address: str, **options: Any) -> sqlite3.Connection:
-            if "mode=rw" in address:
-                options["factory"] = _NoShm
-            return opened(address, **options)
-
-        monkeypatch.setattr(sqlite_schema, "_sqlite_connect", connect)
-        monkeypatch.setattr(sqlite_schema, "_folder_writable", lambda folder: False, raising=False)
     try:
         yield store
     finally:
         folder.chmod(0o755)
+        if base != tmp_path:
+            shutil.rmtree(base)
+
+
+@contextmanager
+def _writable(folder: Path) -> Iterator[None]:
+    """The read-only folder made writable a moment, to put a file in it."""
+    folder.chmod(0o755)
+    yield
+    folder.chmod(0o555)
 
 
 def test_an_sqlite_store_in_a_read_only_folder_is_read(read_only: Path) -> None:
-    assert _ids(read_only) == [str(n) for n in range(1, len(TEXTS) + 1)]
-    assert [c["n_texts"] for c in list_collections(read_only)] == [len(TEXTS)]
+    assert _read_elsewhere(read_only) == " ".join(str(n) for n in range(1, len(TEXTS) + 1))
     assert sorted(p.name for p in read_only.parent.iterdir()) == ["s.db"]  # no -wal or -shm made
+
+
+def test_a_store_its_reader_owns_in_a_folder_it_cannot_write_is_read(read_only: Path) -> None:
+    # SQLite opens the file for writing, then cannot make the -shm beside it (SQLITE_READONLY_DIRECTORY)
+    if os.geteuid() == 0:
+        os.chown(read_only, _NOBODY, _NOBODY)
+    assert _read_elsewhere(read_only) == " ".join(str(n) for n in range(1, len(TEXTS) + 1))
+    assert sorted(p.name for p in read_only.parent.iterdir()) == ["s.db"]
+
+
+def test_an_empty_wal_file_beside_a_read_only_store_holds_nothing_to_refuse(read_only: Path) -> None:
+    with _writable(read_only.parent):
+        read_only.with_name("s.db-wal").write_bytes(b"")
+    assert _read_elsewhere(read_only) == " ".join(str(n) for n in range(1, len(TEXTS) + 1))
 
 
 def test_a_read_only_store_with_a_wal_file_beside_it_says_why_it_cannot_be_read(read_only: Path) -> None:
     # writes a writer left in the -wal file: an immutable connection would not read them
-    read_only.parent.chmod(0o755)
-    read_only.with_name("s.db-wal").write_bytes(b"")
-    read_only.parent.chmod(0o555)
-    refused_line(
-        lambda: _ids(read_only),
-        f"{read_only}: could not open the store (unable to open database file)",
-        "its folder is read-only and a WAL store's reader needs its -wal and -shm files beside it",
-        "copy the store with its -wal file to a writable folder, then run again",
+    with _writable(read_only.parent):
+        read_only.with_name("s.db-wal").write_bytes(b"frames")
+    assert _read_elsewhere(read_only) == (
+        f"{read_only}: could not read the store: its folder cannot be written here, and its -wal file holds "
+        "writes not yet in the store, which a reader reads through a -shm file made beside it: copy the "
+        "store with its -wal file to a folder you can write, then run again"
     )
 
 

@@ -101,6 +101,11 @@ def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = Tr
         fix = f"free the disk or lift the limit, then run the same {'job' if writing else 'command'} again"
     elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         fix = "is another program writing it? Close it, then run again"
+    elif name.startswith("SQLITE_READONLY") and not writing:  # a -wal or -shm file it may not write
+        fix = (
+            "a WAL store's reader writes its -wal and -shm files beside it: read it as their owner, or copy "
+            "the store to a folder you can write, then run again"
+        )
     else:  # permissions, a folder or file SQLite cannot open
         fix = "check the file and its folder, then run again"
     return CorpusError(f"{path}: could not open the store ({exc}){written}: {fix}")
@@ -190,8 +195,8 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     not) with `PRAGMA query_only`, so that it writes nothing but is a full connection: the last connection
     to a WAL store to close checkpoints it and removes the -wal and -shm files reading made beside it, which
     a read-only connection cannot do (it left them after every search). In a folder that cannot be written
-    (read-only media), where a WAL store cannot have them made, a finished store is opened immutable
-    (`_immutable`)."""
+    (read-only media, or a folder this user may not write), where a WAL store cannot have them made, a
+    finished store is opened immutable (`_immutable`)."""
     file = Path(path).resolve()
     try:
         # bound at import: a reader always opens its own connection by URI
@@ -204,9 +209,9 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         # anything else (a damaged file included) is the file's or the machine's: said by `schema_tables`
         # below (`unopened`), which reads the same pragma
-        if getattr(exc, "sqlite_errorname", "") == "SQLITE_CANTOPEN" and not _folder_writable(file.parent):
+        if _no_shm(exc) and not _folder_writable(file.parent):
             db.close()
-            db = _immutable(file, path, exc)
+            db = _immutable(file, path)
     version, tables = schema_tables(db, path, writing=False)
     # tables first: another program's database may keep a schema number of its own, of any size
     if version < 1 or not _TABLES <= tables:
@@ -222,24 +227,35 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def _no_shm(exc: sqlite3.Error) -> bool:
+    """Whether SQLite's first read failed as it does where a WAL store's -shm file cannot be made: a folder
+    the user cannot write says SQLITE_READONLY_DIRECTORY (or another SQLITE_READONLY_*), a read-only mount
+    SQLITE_CANTOPEN."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return name == "SQLITE_CANTOPEN" or name.startswith("SQLITE_READONLY")
+
+
 def _folder_writable(folder: Path) -> bool:
     """Whether files can be made in `folder` (a read-only mount says no even to root)."""
     return os.access(folder, os.W_OK)
 
 
-def _immutable(file: Path, path: str | Path, exc: sqlite3.Error) -> sqlite3.Connection:
+def _immutable(file: Path, path: str | Path) -> sqlite3.Connection:
     """A store in a folder that cannot be written, opened read-only and immutable (`connect_read` could not
     make the -shm file a WAL store's reader needs beside it); CorpusError naming the cause where a -wal file
     beside it holds writes not yet in the store, which an immutable connection would not read.
 
     Immutable tells SQLite the file cannot change, so it takes no locks and would not see another
-    connection's writes: safe only here, where no writer can make the -wal or journal file that any
-    change to the store needs in its folder."""
-    if file.with_name(file.name + "-wal").exists():
+    connection's writes: safe where no writer can make the -wal or journal file that any change to the
+    store needs in its folder (read-only media); in a folder only another user may write, that user's job
+    writing the store meanwhile could be read half-done, a risk taken as this user could read nothing
+    otherwise."""
+    wal = file.with_name(file.name + "-wal")
+    if wal.exists() and wal.stat().st_size:  # an empty -wal (a checkpointed store's) holds no writes
         raise CorpusError(
-            f"{path}: could not open the store ({exc}): its folder is read-only and a WAL store's reader "
-            "needs its -wal and -shm files beside it: copy the store with its -wal file to a writable "
-            "folder, then run again"
+            f"{path}: could not read the store: its folder cannot be written here, and its -wal file holds "
+            "writes not yet in the store, which a reader reads through a -shm file made beside it: copy the "
+            "store with its -wal file to a folder you can write, then run again"
         ) from None
     try:
         db = _sqlite_connect(f"{file.as_uri()}?mode=ro&immutable=1", uri=True)
