@@ -37,3 +37,33 @@ def test_both_prompt_keywords_are_named_as_flags_on_the_command_line(tmp_path) -
     ran = run_main("embed", "-i", str(texts), "--prompt-name", "query", "--prompt", "x: ")
     assert ran.code != 0
     assert "give --prompt-name or --prompt, not both (--prompt is the text itself)" in ran.stderr, ran.stderr
+
+
+def test_chunks_embedded_alone_drop_a_groups_prepared_pieces_before_the_next(bundled, monkeypatch) -> None:
+    # Review of fa7fd3f: one group's prepared Tokens (~110 MB for 4,096 chunks of 122 tokens) stayed
+    # bound across the yield, so two groups' were alive as the next group was prepared.
+    import weakref
+
+    import bertscope.chunk_embed as chunk_embed
+    from bertscope.chunk_embed import plan_chunks
+
+    engine = bundled.engine
+    monkeypatch.setattr(engine, "chunk_size", 4)
+    made: list[weakref.ref] = []
+    alive_at_prepare: list[int] = []
+    real = engine.prepare
+
+    def prepare(texts, spec, **kwargs):
+        alive_at_prepare.append(sum(ref() is not None for ref in made))
+        fitted = real(texts, spec, **kwargs)
+        made.extend(weakref.ref(tokens) for tokens in fitted)
+        return fitted
+
+    monkeypatch.setattr(engine, "prepare", prepare)
+    doc = "The cat sat on the mat. " * 40
+    plan = plan_chunks(bundled, doc, late=False, chunks="tokens", chunk_size=12, chunk_overlap=0)
+    (result,) = chunk_embed.iter_chunk_embeddings(
+        engine, zip(plan.docs, plan.spans, strict=True), plan.spec, late=False, settings={}
+    )
+    assert len(result.chunks) > 8 and len(alive_at_prepare) >= 3
+    assert alive_at_prepare == [0] * len(alive_at_prepare), alive_at_prepare

@@ -325,11 +325,13 @@ class ChunkEmbeddings(_VectorsArray):
     """One document's chunk vectors (chunks, d), each chunk with its text and character span; NumPy reads
     it as `vectors`.
 
-    `n_tokens` counts the chunk's own word pieces pooled into it, specials ([CLS], [SEP]) and the
-    prompt's pieces left out, late or not, so a late and a naive result compare; `n_dropped` the pieces a
-    chunk embedded alone (late=False) lost to the model's window (always 0 for late chunks, which see
-    every token), as `SentenceEmbeddings.n_dropped` counts a text's (`truncated`, its old name, still
-    reads it, with a DeprecationWarning; a corpus store's column keeps the name `truncated`).
+    `n_tokens` counts the chunk's own word pieces kept (its text's: not [CLS], [SEP] or the prompt's,
+    whether the pooling reads those or not), late or not, so a late and a naive result compare (a prompt
+    glued to the text without a space can merge with its first word, and count one piece apart);
+    `n_dropped` the pieces a chunk embedded alone (late=False) lost to the model's window (always 0 for
+    late chunks, which see every token), as `SentenceEmbeddings.n_dropped` counts a text's (`truncated`,
+    its old name, still reads it, with a DeprecationWarning; a corpus store's column keeps the name
+    `truncated`).
     """
 
     text: str

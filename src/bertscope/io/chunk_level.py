@@ -1,8 +1,8 @@
 """The `chunks` corpus level: one row per chunk of each document, late-chunked or each chunk alone.
 
     chunks  id (the document's), position (chunk number), start, end (character span in the document),
-            text (the chunk's own text), n_tokens (the chunk's own word pieces pooled, specials and the
-            prompt's left out, late or not), truncated (pieces a chunk embedded alone lost to the
+            text (the chunk's own text), n_tokens (the chunk's own word pieces kept, not the specials or
+            the prompt's, late or not), truncated (pieces a chunk embedded alone lost to the
             window; 0 for late chunks), then the vector
 
 It runs through the same resumable job, sinks and Ray runner as the other levels (`bertscope.io.levels`).
