@@ -281,10 +281,10 @@ def fit_post_cmd(
     """Fit whitening, all-but-the-top, PCA or standardize on a corpus's sentence vectors and save it.
 
     A corpus of more than --max-texts texts (100,000) is read as a stream and fitted on a uniform sample
-    of that many (seeded: the same file gives the same fit), so memory does not grow with the corpus. A
-    repeated text is fitted on once. The vectors are embedded as `embed` makes them, the model's default
-    prompt included (--prompt-name, --prompt choose another); the file records the prompt, and applying
-    it to vectors embedded with another is refused.
+    of that many (seeded: the same file gives the same fit), so memory does not grow with the corpus. Every
+    text is fitted on, a repeated one as often as it repeats (embedded once). The vectors are embedded as
+    `embed` makes them, the model's default prompt included (--prompt-name, --prompt choose another: the
+    prompt the corpus will be embedded with); the file records the prompt.
 
     Example: `bertscope fit-post -i corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
@@ -297,7 +297,7 @@ def fit_post_cmd(
     if len(texts) < 2:  # said in the file's words, before the model loads: a fit needs two vectors
         name = "stdin" if source == "-" else source
         raise InvalidInput(f"fit-post needs 2 texts or more; {name} gives {len(texts)}")
-    check_post_count(kind, dim, n_texts=len(set(texts)))
+    check_post_count(kind, dim, n_texts=len(set(texts)), n_rows=len(texts))
     if seen > len(texts):
         warn(
             f"fitting on a uniform sample of {len(texts):,} of {seen:,} texts (--max-texts)",
@@ -328,12 +328,12 @@ def fit_post_cmd(
     if as_json:
         emit_json(summary)
         return
-    fitted = processor.settings["n_fit"]
-    # a repeated text is fitted on once (fit_post_on_texts): the count says so where the input repeats
-    repeats = f" (the {len(texts)} read, less {len(texts) - fitted} repeats)" if fitted < len(texts) else ""
+    fitted, distinct = processor.settings["n_fit"], processor.settings["n_distinct"]
+    # every row is fitted on, repeats too: the distinct count, which bounds the directions, where it differs
+    said = f" ({distinct} distinct)" if distinct < fitted else ""
     err.print(
         f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
-        f"fitted on {fitted} texts{repeats}"
+        f"fitted on {fitted} texts{said}"
     )
 
 

@@ -76,16 +76,19 @@ class PostProcessor:
         """Width of the vectors it gives."""
         return self.dim_in if self.kind is PostKind.ABTT else int(self.matrix.shape[1])
 
-    def apply(self, vectors: np.ndarray) -> np.ndarray:
-        """Post-processed float32 vectors (n, k) from vectors (n, d)."""
+    def apply(self, vectors: np.ndarray, *, check_finite: bool = True) -> np.ndarray:
+        """Post-processed float32 vectors (n, k) from vectors (n, d). `check_finite` (scipy's word) refuses
+        NaN or infinite vectors in one line; bertscope's own pipeline (`apply_post`, the recipe) turns it
+        off, so a non-finite vector comes out non-finite and the store's or the library's check names it
+        in its own words (the text's id, what was kept, the --dtype fix), not as the post's fault."""
         x = np.asarray(vectors, dtype=np.float64)
         if x.ndim != 2 or x.shape[1] != self.dim_in:
             raise InvalidInput(
                 f"{self.kind.value} was fitted on {self.dim_in}-wide vectors; got shape {tuple(x.shape)}. "
                 "Apply it to vectors of the layer, pooling and combine it was fitted on (see .settings)"
             )
-        bad = ~np.isfinite(x)
-        if bad.any():  # as the fit refuses them: a NaN row would come out NaN, blamed on the post later
+        bad = ~np.isfinite(x) if check_finite else None
+        if bad is not None and bad.any():  # as the fit refuses them: a NaN row would come out NaN
             rows = np.flatnonzero(bad.any(axis=1))
             raise InvalidInput(
                 f"{self.kind.value} needs finite vectors; NaN or infinite values in {len(rows)} of the "
@@ -115,26 +118,24 @@ class PostProcessor:
 
     def check(self, spec: dict[str, Any]) -> None:
         """Raise InvalidSpec if `spec` (an EmbedSpec dict) differs from the one this was fitted on: its
-        layers, combine, pooling, mask_special, normalize, and the prompt where the post records one ("" for
-        none; a file from before did not, and is checked without it). long and stride are not compared:
-        they change only texts over the limit, and late chunks read windows of the texts a post fitted on
-        whole sentences applies to."""
+        layers, combine, pooling, mask_special and normalize. The prompt is recorded but not compared: a
+        search embeds its query with the model's query prompt (e5's "query: ") and post-processes it with
+        the statistics of the passages it is compared to, as asymmetric models are used. long and stride
+        are not compared: they change only texts over the limit, and late chunks read windows of the texts
+        a post fitted on whole sentences applies to."""
         fitted = self.settings.get("spec")
         if not fitted:
             return
         keys = ["layers", "combine", "pooling", "mask_special", "normalize"]
-        defaults: dict[str, Any] = {"prompt": ""}  # EmbedSpec.as_dict leaves an unused prompt out
-        keys += [k for k in defaults if k in fitted]
         differ = [
             k
             for k in keys
-            if json.dumps(fitted.get(k, defaults.get(k)), default=_plain)
-            != json.dumps(spec.get(k, defaults.get(k)), default=_plain)
+            if json.dumps(fitted.get(k), default=_plain) != json.dumps(spec.get(k), default=_plain)
         ]
         if differ:
             # keyword words (layers=[6]): the CLI and the service rewrite them into flags and JSON fields
-            want = " and ".join(f"{k}={_said(fitted.get(k, defaults.get(k)))}" for k in differ)
-            got = " and ".join(f"{k}={_said(spec.get(k, defaults.get(k)))}" for k in differ)
+            want = " and ".join(f"{k}={_said(fitted.get(k))}" for k in differ)
+            got = " and ".join(f"{k}={_said(spec.get(k))}" for k in differ)
             raise InvalidSpec(
                 f"this {self.kind.value} was fitted on {want}, not {got}; embed with those options"
             )
@@ -257,9 +258,11 @@ _STANDARDIZE_TAKES_NO_DIM = (
 class Standardize(PostProcessor):
     """Standardisation: each dimension centred and divided by its standard deviation (a z-score), as
     scikit-learn's StandardScaler does, but for a dimension constant on the corpus, which is only centred:
-    constant by whitening's rule (a standard deviation under 1e-6 of the widest dimension's, float32
-    rounding), where StandardScaler scales any dimension whose variance passes float64 rounding, and
-    would blow a near-constant LayerNorm output dimension's noise up to unit variance."""
+    constant by whitening's rule, a standard deviation under 1e-6 of the widest dimension's (a dead
+    LayerNorm output dimension, such as MiniLM's 319, whose noise StandardScaler would blow up to unit
+    variance). The rule is relative to the widest dimension, not to each one's own size: features of very
+    different units (standard deviations 1e6 apart) should be scaled before, or the narrowest count as
+    constant."""
 
     kind = PostKind.STANDARDIZE
 
@@ -302,13 +305,19 @@ def fit_post(
     return _KINDS[which].fit(vectors, dim=dim, **settings)  # type: ignore[attr-defined, no-any-return]
 
 
-def check_post_count(kind: PostKind | str, dim: int | None, *, n_texts: int | None = None) -> PostKind:
+def check_post_count(
+    kind: PostKind | str, dim: int | None, *, n_texts: int | None = None, n_rows: int | None = None
+) -> PostKind:
     """`kind` parsed and `dim` checked as far as they can be before any vector is made (a whole number;
     none for standardize; at least 1, or 0 for abtt; at most what `n_texts` distinct texts span once
     centred, n - 1, which whitening and pca keep and abtt removes): a typo refused before a corpus is
-    embedded."""
+    embedded. `n_rows` is how many texts were given, repeats included (`n_texts` where left out): one
+    text repeated gives one vector, whatever the dim, and is refused so."""
     which = PostKind.parse(kind, what="post-processing kind")
     _whole(dim, "dim")
+    rows = n_texts if n_rows is None else n_rows
+    if n_texts == 1 and rows is not None and rows > 1:  # the cause, not a range of 1..0 to choose from
+        raise InvalidInput(f"the {rows} texts give one vector: {_NOTHING[which]}; give texts that differ")
     if dim is None:
         return which
     if which is PostKind.STANDARDIZE:
@@ -317,6 +326,8 @@ def check_post_count(kind: PostKind | str, dim: int | None, *, n_texts: int | No
     if dim < least:
         verb = "removes 0 or more directions" if least == 0 else "keeps 1 direction or more"
         raise InvalidSpec(f"dim={dim} is out of range: {which.value} {verb}; give dim={least} or more")
+    if n_texts is not None and n_texts < 2:  # one text: no count of directions to offer
+        raise InvalidInput(f"{which.value} is fitted on 2 texts or more; got {n_texts}: fit on more texts")
     # the width's bound (min(n, d) - 1) needs the vectors: the fit says it
     if n_texts is not None and dim > n_texts - 1:
         raise InvalidSpec(
@@ -365,7 +376,8 @@ def apply_post(result: SentenceEmbeddings, processor: PostProcessor | None) -> S
     """The result with its vectors post-processed and the processor recorded in its spec."""
     if processor is None:
         return result
-    result.vectors = processor.apply(result.vectors)
+    # unchecked: a non-finite vector stays so, for the store's or the library's own check to name it
+    result.vectors = processor.apply(result.vectors, check_finite=False)
     result.spec = {**result.spec, "post": processor.describe()}
     return result
 
@@ -621,9 +633,10 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
 
 def _varies(variances: np.ndarray) -> np.ndarray:
     """Which variances (of directions or of dimensions) are not constant: over 1e-12 of the largest, a
-    standard deviation over 1e-6 of the largest's. The one rule of every kind: a float32 vector's values
-    are rounded at ~1e-7 of their size, so a smaller spread is rounding noise (as a LayerNorm output
-    dimension whose weight is ~0 gives), which scaling to unit variance would blow up."""
+    standard deviation over 1e-6 of the largest's. The one rule of every kind, relative to the widest
+    spread: a dimension whose spread is a millionth of the widest's (a LayerNorm output dimension whose
+    weight is ~0) is noise next to it, which scaling to unit variance would blow up; it is centred, not
+    scaled, so features of very different units should be scaled before."""
     return variances > _EPS * max(float(variances.max()), _EPS)  # type: ignore[no-any-return]
 
 
@@ -709,14 +722,15 @@ def fit_post_on_texts(
     prompt: str | None = None,
 ) -> PostProcessor:
     """Embed texts with `model.embed` and these options, fit on the (n, d) vectors; the spec is recorded,
-    its prompt included ("" for none), which every use checks. A repeated text is embedded and fitted on
-    once: it spans nothing new, and n_fit counts the distinct texts."""
-    given, texts = len(texts), list(dict.fromkeys(texts))
-    which = check_post_count(kind, dim, n_texts=len(texts))  # before the corpus is embedded
-    if len(texts) == 1 and given > 1:  # one text repeated: one vector, as fitting on its rows would say
-        raise InvalidInput(f"the {given} texts give one vector: {_NOTHING[which]}; give texts that differ")
+    its prompt included ("" for none). Every text is fitted on, a repeated one as often as it is given (a
+    corpus's repeats are its distribution, as `fit_post` on its vectors fits every row); each distinct text
+    is embedded once. n_fit counts the rows fitted, n_distinct the distinct texts, which bound the
+    directions the rows span."""
+    # each distinct text embedded once, its vector then given back at every row that repeats it
+    distinct = list(dict.fromkeys(texts))
+    which = check_post_count(kind, dim, n_texts=len(distinct), n_rows=len(texts))  # before the embedding
     result = model.embed(
-        texts,
+        distinct,
         layers=layers,
         combine=combine,
         pooling=pooling,
@@ -727,21 +741,26 @@ def fit_post_on_texts(
         prompt_name=prompt_name,
         prompt=prompt,
     )
-    if len(texts) > 1 and _one_vector(np.asarray(result.vectors, dtype=np.float64)):
+    if len(distinct) > 1 and _one_vector(np.asarray(result.vectors, dtype=np.float64)):
         # "give texts that differ" would send the user to texts that already differ: the options are why
         nothing = _NOTHING[which]
         raise InvalidInput(
-            f"the {len(texts)} texts differ but give one vector with layers {list(result.spec['layers'])} "
+            f"the {len(distinct)} texts differ but give one vector with layers {list(result.spec['layers'])} "
             f"and pooling {result.spec['pooling']}: {nothing}; choose another layer or pooling"
         )
     from .fingerprint_facts import model_files
 
+    position = {text: row for row, text in enumerate(distinct)}
+    vectors = np.asarray(result.vectors)
+    if len(distinct) < len(texts):
+        vectors = vectors[[position[text] for text in texts]]
     return fit_post(
-        result.vectors,
+        vectors,
         kind,
         dim=dim,
         model=model.loaded.source,
-        # the prompt recorded even where none was used: `check` compares it only where a file records it
+        # the prompt recorded even where none was used: what the vectors were, for the reader of the file
         spec={**result.spec, "prompt": result.spec.get("prompt", "")},
         model_files=model_files(model),
+        n_distinct=len(distinct),
     )

@@ -314,7 +314,8 @@ class Recipe:
     post: PostProcessor | None = None
 
     def finish(self, result: SentenceEmbeddings) -> SentenceEmbeddings:
-        """The engine's result with the post-processing applied and recorded in its spec."""
+        """The engine's result with the post-processing applied and recorded in its spec; a non-finite
+        vector comes out non-finite (`apply_post`), for the store's or the library's check to name it."""
         return apply_post(result, self.post)
 
     def provenance(self) -> dict[str, Any]:
