@@ -19,6 +19,7 @@ from bertscope.cli import app
 from bertscope.core.model_info import ExactChoice
 from bertscope.core.results import ChunkEmbeddings
 from bertscope.io.occurrences import Occurrences
+from bertscope.research.baseline import Threshold
 from bertscope.research.contextuality import Contextuality
 from bertscope.research.plots import LayerCosines
 from bertscope.research.senses import Sense
@@ -39,6 +40,7 @@ LIBRARY = {
     "ModeReport": ModeReport,
     "Occurrences": Occurrences,
     "Verification": Verification,
+    "Threshold": Threshold,
 }
 FUNCTIONS = {"Model.use_openvino": bertscope.Model.use_openvino, "word_senses": bertscope.word_senses}
 # The dicts the library hands out whose older key still reads (the type each is built as)
