@@ -4,6 +4,9 @@ names an empty chunked input "document N" as every other chunk error does."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -72,3 +75,43 @@ def test_an_attention_graph_refused_in_a_cache_that_takes_no_change_is_one_line(
     assert "run `bertscope cache --clear` as its owner" in line
     assert line.endswith("reading the weights from the PyTorch module") and path.is_file()
     np.testing.assert_allclose(again, expected, atol=1e-5)
+
+
+# A fresh interpreter (the notice is said only where the load imports transformers first): a load on
+# ONNX Runtime, then, opened light, the attention weights, with bertscope's INFO notices on stderr.
+TORCH_NOTE = """
+import logging, sys
+import bertscope
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+import bertscope.core.loading as loading
+loading._SAY_AFTER_S = 0.0
+model = bertscope.load(sys.argv[1], device="cpu", backend="onnxruntime")
+if sys.argv[2] == "attentions":
+    model.attentions("a small cat")
+else:
+    model.embed(["a small cat"])
+"""
+
+
+def _torch_note(folder: Path, cache: Path, asked: str) -> str:
+    env = {**os.environ, "BERTSCOPE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", TORCH_NOTE, str(folder), asked],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (note,) = [line for line in run.stderr.splitlines() if line.startswith("loaded PyTorch")]
+    return note
+
+
+def test_the_torch_load_note_of_a_first_export_says_that_reason_alone(
+    tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """It said both reasons it might be (a first export, or a feature the graph does not serve)."""
+    note = _torch_note(tiny_dirs["bert"], tmp_path / "cache", "embed")
+    said = "s: for a first export, made once (the exported graph then computes the vectors)"
+    assert note.endswith(said) and "feature" not in note, note
+    # opened light, the attention graph's export loads the module: that reason, not the vectors'
+    note = _torch_note(tiny_dirs["bert"], tmp_path / "cache", "attentions")
+    said = "s: for the attention graph's first export, made once (the graph then gives the weights)"
+    assert note.endswith(said), note

@@ -233,11 +233,12 @@ def _from_graph(session: Any, ids: np.ndarray, types: np.ndarray, mask: np.ndarr
 def _from_module(model: Encoder, batch: dict[str, np.ndarray]) -> list[Any]:
     """Each layer's (batch, heads, tokens, tokens) probabilities from the PyTorch module (eager)."""
     from .core.forward import model_inputs
-    from .core.loading import require_torch
+    from .core.loading import GRAPH_LACKS, require_torch, torch_loaded_for
 
     # attention weights are the PyTorch module's own: without torch, one line that says what to install
     torch = require_torch(f"{model.loaded.source}: reading attention weights")
-
+    with torch_loaded_for(GRAPH_LACKS):  # a model opened light loads its module now, for this alone
+        _ = model.hf_model
     with torch.inference_mode(), _eager(model):
         out = model.hf_model(**model_inputs(model, batch), output_attentions=True, return_dict=True)
     return [a.float().cpu().numpy() for a in (out.attentions or ()) if a is not None]

@@ -89,6 +89,8 @@ DISABLED_FUSIONS = ("SkipLayerNormFusion",)
 EXPORT_FORMAT = 2
 # The cache name's variant of the attention graph (outputs attentions_1..attentions_L, float32)
 ATTENTIONS = "attentions"
+# Why a model opened light loads its PyTorch module to make the attention graph (core/loading.py's notice)
+ATTENTION_EXPORT = "for the attention graph's first export, made once (the graph then gives the weights)"
 
 
 def resolve_backend(
@@ -627,7 +629,7 @@ def export_onnx(
             "exporting the model to ONNX needs onnx: pip install 'bertscope[onnx]'"
         ) from exc
 
-    from ..core.loading import require_torch
+    from ..core.loading import FIRST_EXPORT, require_torch, torch_loaded_for
     from .attention_proof import missed_proof
 
     try:
@@ -648,9 +650,13 @@ def export_onnx(
             # exporting nothing, so nothing is said of an export
             if log is not None and not (attentions and missed_proof(path) is not None):
                 log(f"exporting the model to ONNX ({variant}-v{EXPORT_FORMAT}) -> {path}")
+            # the module loaded now (opened light) is said to be loaded for this export alone
+            reason = ATTENTION_EXPORT if attentions else FIRST_EXPORT
             try:
+                with torch_loaded_for(reason):
+                    module = model()
                 about = write_export(
-                    model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
+                    module, family, path, calibrate=calibrate if int8 else None, texts=texts,
                     outlier_factor=OUTLIER_FACTOR, scheme=scheme,
                     attention_session=open_session if attentions else None,
                 )  # fmt: skip

@@ -16,6 +16,9 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -43,7 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "is_model2vec", "load_parts",
-    "open_light", "require_torch", "torch_missing", "warn_slow_bfloat16",
+    "open_light", "require_torch", "torch_load_reason", "torch_loaded_for", "torch_missing",
+    "warn_slow_bfloat16",
     "pooling_config", "resolve_device", "resolve_dtype",
 ]  # fmt: skip
 
@@ -52,6 +56,11 @@ __all__ = [
 _SAY_AFTER_S = 1.0
 _log = logging.getLogger(__name__)
 _TORCH_LOAD = threading.Lock()
+# Why the PyTorch module is loaded now, where the code that asks for it knows (`torch_loaded_for`): the
+# notice gives that reason alone; unset, it gives both that it may be.
+torch_load_reason: ContextVar[str | None] = ContextVar("bertscope_torch_load_reason", default=None)
+FIRST_EXPORT = "for a first export, made once (the exported graph then computes the vectors)"
+GRAPH_LACKS = "for a feature the exported graph does not serve, which runs on the PyTorch module"
 # The torch the Makefile installs (TORCH_VERSION; tests/test_cli_audit19.py holds them equal): what an
 # install without it is told to add.
 TORCH_PIN = "2.13.0"
@@ -167,16 +176,23 @@ def say_decoder(source: str, family: Family, config: Any) -> None:
         warnings.warn(f"{source}: {note}", UserWarning, stacklevel=caller_level())
 
 
+@contextmanager
+def torch_loaded_for(reason: str) -> Iterator[None]:
+    """Within the block, a PyTorch module loaded on first need is said to be loaded `reason` (the words
+    after "loaded PyTorch and the model in N s: ", as `FIRST_EXPORT`)."""
+    token = torch_load_reason.set(reason)
+    try:
+        yield
+    finally:
+        torch_load_reason.reset(token)
+
+
 def say_torch_loaded(took: float) -> None:
     """The notice for a PyTorch module that took `took` seconds to load, where that is long enough to say:
     logged at INFO under `bertscope.core.loading`, never printed (the command line shows it on stderr)."""
     if took >= _SAY_AFTER_S:
-        _log.info(
-            "loaded PyTorch and the model in %.1f s: for a first export, made once (the exported graph "
-            "then computes the vectors), or for a feature the exported graph does not serve, which runs on "
-            "the PyTorch module",
-            took,
-        )
+        reason = torch_load_reason.get() or f"{FIRST_EXPORT}, or {GRAPH_LACKS}"
+        _log.info("loaded PyTorch and the model in %.1f s: %s", took, reason)
 
 
 def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
