@@ -15,6 +15,7 @@ import pytest
 import bertscope
 from bertscope.backends.onnx import export_stamp, read_record, record_export
 from bertscope.core.fingerprint_facts import file_sha256
+from console import run_main
 
 
 def _light(folder: Path) -> bertscope.Model:
@@ -115,3 +116,12 @@ def test_the_torch_load_note_of_a_first_export_says_that_reason_alone(
     note = _torch_note(tiny_dirs["bert"], tmp_path / "cache", "attentions")
     said = "s: for the attention graph's first export, made once (the graph then gives the weights)"
     assert note.endswith(said), note
+
+
+@pytest.mark.parametrize("chunked", [("--chunks", "sentence"), ("--level", "chunks")], ids=" ".join)
+def test_an_empty_chunked_argument_is_a_document_as_a_long_one_is(chunked: tuple[str, ...]) -> None:
+    """It said "text 2 is empty" where the same argument too long is "document 2 has 302 tokens"."""
+    empty = run_main("embed", "ok.", " ", *chunked)
+    assert empty.code != 0 and empty.stderr.startswith("error: document 2 is empty: "), empty.stderr
+    long = run_main("embed", "ok.", "hello " * 300, *chunked, "--long", "error")
+    assert long.code != 0 and long.stderr.startswith("error: document 2 has 302 tokens "), long.stderr

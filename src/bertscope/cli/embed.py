@@ -243,10 +243,12 @@ def embed(
     if output is None and texts:
         from ..core.texts_given import text_refusal
 
-        # named as the ids that print them: the first argument is text 1 (the library counts from 0)
+        # named as the ids that print them: the first argument is text 1 (the library counts from 0);
+        # chunked, each is a document, as every other chunk error names it
+        kind = "document" if chunks is not None else "text"
         for number, text in enumerate(texts, 1):
             if (why := text_refusal(text)) is not None:
-                raise InvalidInput(f"text {number} {why}")
+                raise InvalidInput(f"{kind} {number} {why}")
     if stride is not None:
         # checked now, not at the first long text part-way through a corpus job
         from ..core.folder import FolderView
