@@ -15,7 +15,7 @@ def test_contextuality_top_k_under_one_is_a_range_error_as_every_other_top_k() -
 def test_a_flag_value_with_a_space_stays_quoted_in_a_message() -> None:
     from bertscope.cli.wording import as_flags
 
-    # the post's prompt refusal on the command line: the space of 'query: ' was lost unquoted
+    # a message naming a prompt on the command line: the space of 'query: ' was lost unquoted
     said = as_flags("this pca was fitted on prompt='', not prompt='query: '")
     assert said == "this pca was fitted on --prompt \"\", not --prompt 'query: '"
     assert as_flags("give pooling='mean'") == "give --pooling mean"  # a plain value stays bare
@@ -67,3 +67,30 @@ def test_chunks_embedded_alone_drop_a_groups_prepared_pieces_before_the_next(bun
     )
     assert len(result.chunks) > 8 and len(alive_at_prepare) >= 3
     assert alive_at_prepare == [0] * len(alive_at_prepare), alive_at_prepare
+
+
+def test_chunk_vectors_are_post_processed_without_the_posts_finite_check(tiny_dirs, tmp_path, monkeypatch):
+    # As the sentence recipe does (apply_post): a non-finite chunk vector is named by the store or the
+    # library's own check with its fix, not by the post's "needs finite vectors".
+    import bertscope
+    from bertscope.core.post import PostProcessor, fit_post_on_texts
+
+    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    texts = ["a cat sat on the mat", "the dog ran far away", "bread is good to eat", "rain fell all day"]
+    post = fit_post_on_texts(model, texts, "pca", dim=2).save(tmp_path / "p.safetensors")
+    asked: list[bool] = []
+    real = PostProcessor.apply
+
+    def apply(self, vectors, *, check_finite=True):
+        asked.append(check_finite)
+        return real(self, vectors, check_finite=check_finite)
+
+    monkeypatch.setattr(PostProcessor, "apply", apply)
+    model.embed_chunks("A cat sat. A dog ran.", post=str(post))
+    corpus = tmp_path / "docs.txt"
+    corpus.write_text("A cat sat. A dog ran.\nBread is good. Rain fell.\n")
+    out = tmp_path / "c.parquet"
+    ran = run_main("embed", "-i", str(corpus), "-o", str(out), "-m", str(tiny_dirs["bert"]), "--chunks",
+                   "sentence", "--post", str(post), "-q")  # fmt: skip
+    assert ran.code == 0, ran.stderr
+    assert len(asked) >= 2 and not any(asked), asked

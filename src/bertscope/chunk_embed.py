@@ -352,7 +352,7 @@ class ChunkPlan:
         if self.post is not None:
             # As the chunk store and `embed` do: every chunk vector post-processed, the processor recorded.
             for result in results:
-                result.vectors = self.post.apply(result.vectors)
+                result.vectors = self.post.apply(result.vectors, check_finite=False)
                 result.spec = {**result.spec, "post": self.post.describe()}
         return results
 

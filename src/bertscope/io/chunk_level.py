@@ -108,7 +108,7 @@ class ChunkLevel(CorpusLevel):
             vectors.append(result.vectors)
         matrix = np.concatenate(vectors)
         if self.processor is not None:
-            matrix = self.processor.apply(matrix)
+            matrix = self.processor.apply(matrix, check_finite=False)  # the store names a bad row
         columns: dict[str, Any] = {
             "id": pa.array(ids, pa.string()),
             "position": pa.array(positions, pa.int32()),
