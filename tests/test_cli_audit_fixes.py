@@ -237,13 +237,17 @@ def test_the_notice_is_an_info_record_only_past_the_threshold() -> None:
 
     handler = Kept(logging.INFO)
     logger = logging.getLogger("bertscope.core.loading")
+    level = logger.level
     logger.addHandler(handler)
+    # its own level: run alone, no earlier test (a command's) has set the package's logger to INFO
+    logger.setLevel(logging.INFO)
     try:
         say_torch_loaded(0.2)
         assert records == []
         say_torch_loaded(5.0)
     finally:
         logger.removeHandler(handler)
+        logger.setLevel(level)
     assert [r.levelno for r in records] == [logging.INFO]
 
 
