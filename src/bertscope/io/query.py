@@ -201,8 +201,25 @@ def refuse_other_folder(settings: dict[str, Any], name: Any, *, path: Path, made
     """`refuse_other_files` of a model named by a local folder (`name`; a loaded model or a hub name is
     checked by `same_model` once loaded), before it loads: a load of another model is seconds and an
     ONNX export left in the cache, all for a refusal."""
-    if isinstance(name, (str, PathLike)) and Path(name).is_dir():
-        refuse_other_files(settings, file_hashes(Path(name)), path=path, source=str(name), made=made)
+    folder = _loaded_folder(name)
+    if folder is not None:
+        refuse_other_files(settings, file_hashes(folder), path=path, source=str(name), made=made)
+
+
+def _loaded_folder(name: Any) -> Path | None:
+    """The local folder a load of `name` reads, resolved as the loader resolves it (`FolderView.open`,
+    `load_parts`): the bundled model by its name before any folder of that name, ~ expanded; None for
+    the bundled model (checked by `same_model` once loaded), a hub id, or a path the load refuses in its
+    own words."""
+    from ..core.folder import BUNDLED, local_folder
+    from ..errors import ModelLoadError
+
+    if not isinstance(name, (str, PathLike)) or name == BUNDLED:
+        return None
+    try:
+        return local_folder(str(name))
+    except ModelLoadError:
+        return None
 
 
 class PrecisionWarning(UserWarning):
