@@ -220,9 +220,9 @@ def test_a_npy_store_missing_a_file_beside_it_names_the_fix(
     store = tmp_path / "s.npy"
     line = refused_line(lambda: open_store(store))
     assert line == (
-        f"{store} has no {missing} beside it, one of the store's files: restore it from where the store was "
-        f"copied, or rebuild it with `bertscope embed -i CORPUS -o {store} --overwrite` and the options it "
-        "was made with"
+        f"{store} has no {missing} beside it, one of the store's files: restore {missing} from where the "
+        f"store was copied, or make the store again with `bertscope embed -i CORPUS -o {store} --overwrite` "
+        "and the options it was made with"
     )
 
 

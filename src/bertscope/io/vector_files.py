@@ -109,18 +109,31 @@ class ParquetReader:
         return vector_columns(pq.read_schema(path))
 
 
+# The files a .npy store keeps beside its matrix: its settings, and its ids (sentence rows) or labels
+_SIDE_FILES = (".settings.json", ".ids.txt", ".rows.jsonl")
+
+
 class NpyReader:
     """A .npy matrix (rows, d) with its settings and ids in files beside it."""
 
     def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
         """(None, settings) from `<stem>.settings.json`; CorpusError when the files beside it are missing."""
         settings_path = path.with_suffix(".settings.json")
+        if not any(path.with_suffix(end).exists() for end in _SIDE_FILES):
+            # a matrix of the user's own: advice to rebuild it with --overwrite would write over it
+            raise CorpusError(
+                f"{path} is a NumPy matrix, not a bertscope store: a .npy store keeps its settings and ids "
+                f"in files beside it ({path.with_suffix('.settings.json').name}, "
+                f"{path.with_suffix('.ids.txt').name}); make one with `bertscope embed -i CORPUS -o "
+                "STORE.npy`"
+            )
         if not settings_path.exists() or not _labels_file(path).exists():
             missing = settings_path.name if not settings_path.exists() else _labels_file(path).name
             # a .npy store is its files together: the matrix alone says neither its ids nor its settings
             raise CorpusError(
-                f"{path} has no {missing} beside it, one of the store's files: restore it from where the "
-                f"store was copied, or {rebuild_hint(path)}"
+                f"{path} has no {missing} beside it, one of the store's files: restore {missing} from where "
+                f"the store was copied, or make the store again with `bertscope embed -i CORPUS -o {path} "
+                "--overwrite` and the options it was made with"
             )
         settings = npy_settings(path)
         settings.pop("checksums", None)  # how the vectors are checked, not how they were made
