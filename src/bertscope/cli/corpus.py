@@ -205,7 +205,7 @@ def similar(
             prompt_name=prompt_name,
         )  # fmt: skip
         if any(value is not None for value in run.values()):
-            model = _store_model(store, collection, model, run)
+            model = _store_model(store, collection, model, run, occurrences=True)
         _occurrences(store, word, context, k, model, as_json, exact=exact)
         return
     if item_id is not None and running:
@@ -296,15 +296,22 @@ def ray_shards(store: Path, *, option: str, command: str) -> None:
     warn(note)
 
 
-def _store_model(store: Path, collection: str | None, model: str | None, run: dict[str, Any]) -> Any:
+def _store_model(
+    store: Path, collection: str | None, model: str | None, run: dict[str, Any], *, occurrences: bool = False
+) -> Any:
     """The query's model loaded with the run options given, the store's own settings for the rest; a -m
-    folder whose files are not the store's model's is refused before it loads (seconds, an export)."""
+    folder whose files are not the store's model's is refused before it loads (seconds, an export), in
+    the words the load without run options refuses it (`occurrences`: a token store, named by its model,
+    layers and combine)."""
+    from ..io.occurrences import _made
     from ..io.query import refuse_other_folder
     from ..io.stores import open_store
     from .app import load_model
 
-    settings = open_store(store, collection=collection).settings
-    refuse_other_folder(settings, model or settings.get("model_arg"), path=store)
+    opened = open_store(store, collection=collection)
+    settings = opened.settings
+    made = _made(opened) if occurrences else None
+    refuse_other_folder(settings, model or settings.get("model_arg"), path=store, made=made)
     return load_model(
         model or settings.get("model_arg"),
         device=run["device"] or "auto",
