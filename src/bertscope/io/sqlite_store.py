@@ -463,16 +463,30 @@ class SqliteSink(Sink):
         """Close the connection (a collection is only created with its first batch); a file this job made
         a store of and left without a collection is removed again (emptied where it was an empty file)."""
         unused = self.before is not None and self.db.execute("SELECT 1 FROM collections").fetchone() is None
+        alone = unused and self._alone()
         self.db.close()
-        # SQLite removes the -wal and -shm files as the last connection closes: where they remain, another
-        # job has the file open (a collection of its own on its way), and the file stays.
-        shared = any(self.path.with_name(self.path.name + end).exists() for end in ("-wal", "-shm"))
-        if not unused or shared:
+        if not alone:
             return
+        # the -wal and -shm a close could not checkpoint away (a full disk leaves hundreds of KiB of them
+        # on the disk that is full) go with the file
+        for end in ("-wal", "-shm", "-journal"):
+            self.path.with_name(self.path.name + end).unlink(missing_ok=True)
         if self.before == "empty":
             self.path.write_bytes(b"")
         else:
             self.path.unlink(missing_ok=True)
+
+    def _alone(self) -> bool:
+        """Whether no other connection has the file open (another job, a collection of its own on its way,
+        whose file stays): leaving WAL needs every other connection gone, and says SQLITE_BUSY at once
+        where one is not; failing otherwise (a full disk, which cannot checkpoint) it was alone."""
+        try:
+            self.db.execute("PRAGMA busy_timeout = 0")
+            self.db.execute("PRAGMA journal_mode = DELETE")
+        except sqlite3.OperationalError as exc:
+            name = getattr(exc, "sqlite_errorname", "")
+            return not (name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc))
+        return True
 
 
 def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
