@@ -1,12 +1,16 @@
 """Review of audit 25e's store fixes: -m bundled is the bundled model whatever folder the working folder
 holds, ~ expanded as the load expands it; a .npy matrix of the user's own is not told to be rebuilt over;
 a job that made an SQLite file and failed on its first batch leaves no file behind, even where SQLite
-could not checkpoint; a token store's wrong-model refusal reads the same with --device."""
+could not checkpoint; a token store's wrong-model refusal reads the same with --device; the job module
+imports where errno has no EDQUOT."""
 
 from __future__ import annotations
 
+import errno
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +138,14 @@ def test_a_token_stores_wrong_model_refusal_reads_the_same_with_device(
     assert plain.code == on_cpu.code == 1
     assert on_cpu.stderr == plain.stderr
     assert ", layers [" in plain.stderr and ", combine " in plain.stderr
+
+
+# --- 7. a platform without errno.EDQUOT (Windows) ----------------------------------------------------------
+
+
+def test_the_job_module_imports_where_errno_has_no_edquot() -> None:
+    # in a process of its own: the module read again in this one would leave two of its classes about
+    code = "import errno; del errno.EDQUOT; from bertscope.io import job; print(sorted(job._FULL))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(sorted({errno.ENOSPC, errno.EFBIG}))

@@ -417,8 +417,10 @@ def _rejected(bad: list[str], *, shown: int = 3) -> str:
     return f". Rejected: {'; '.join(bad[:shown])}{more}"
 
 
-# a full disk, a file-size limit (ulimit -f), a quota: the same fix
-_FULL = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+# a full disk, a file-size limit (ulimit -f), a quota: the same fix (Windows has no EDQUOT)
+_FULL = frozenset(
+    code for code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", None)) if code is not None
+)
 
 
 def _write_failed(output: str | Path, exc: OSError, done: int) -> str:
