@@ -1,16 +1,20 @@
 """Review of audit 25e's store fixes: -m bundled is the bundled model whatever folder the working folder
 holds, ~ expanded as the load expands it; a .npy matrix of the user's own is not told to be rebuilt over;
 a job that made an SQLite file and failed on its first batch leaves no file behind, even where SQLite
-could not checkpoint; a token store's wrong-model refusal reads the same with --device; the job module
+could not checkpoint, and one writing a store this user may not write says so, not that the disk is full; a
+token store's wrong-model refusal reads the same with --device; the job module
 imports where errno has no EDQUOT."""
 
 from __future__ import annotations
 
 import errno
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +36,10 @@ TEXTS = ["the cat sat on the mat", "dogs bark loudly", "money in the bank", "the
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> Path:
-    """A Parquet store of TEXTS made with the bundled model."""
+    """A Parquet store of TEXTS made with the bundled model (an SQLite one, s.db, beside it)."""
     store = tmp_path_factory.mktemp("review25") / "bund.parquet"
     bertscope.embed_corpus(TEXTS, store, model=bundled, progress=False)
+    bertscope.embed_corpus(TEXTS, store.with_name("s.db"), model=bundled, progress=False)
     return store
 
 
@@ -138,6 +143,55 @@ def test_a_token_stores_wrong_model_refusal_reads_the_same_with_device(
     assert plain.code == on_cpu.code == 1
     assert on_cpu.stderr == plain.stderr
     assert ", layers [" in plain.stderr and ", combine " in plain.stderr
+
+
+# --- 1. a job writing to a store this user may read but not write ------------------------------------------
+
+# A job adding a collection to a store, printing the one line refusing it.
+_ADDER = """
+import sys
+import bertscope
+from bertscope.errors import BertscopeError
+try:
+    bertscope.embed_corpus(["a cat"], sys.argv[1], model=sys.argv[2], progress=False, collection="x")
+except BertscopeError as exc:
+    print(exc)
+"""
+
+
+def test_a_job_writing_a_store_it_may_not_write_says_so(
+    made: Path, tmp_path: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    # a chmod 0444 store in a folder the user writes: SQLite opens it read-only and the first batch says
+    # SQLITE_READONLY, which is no full disk. Root writes it anyway: its job runs as nobody.
+    drop: list[str] = []
+    base = tmp_path
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root needs setpriv to write as another user")
+        drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        base = Path(tempfile.mkdtemp(prefix="bertscope-ro-"))
+    try:
+        base.chmod(0o777)
+        model = shutil.copytree(tiny_dirs["bert"], base / "tiny")
+        for path in [model, *model.iterdir()]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        store = base / "s.db"
+        shutil.copyfile(made.with_name("s.db"), store)
+        store.chmod(0o444)
+        env = {**os.environ, "HOME": str(base), "BERTSCOPE_CACHE": str(base / "cache"), "HF_HUB_OFFLINE": "1"}
+        command = [*drop, sys.executable, "-c", _ADDER, str(store), str(model)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == (
+            f"{store}: collection 'x' could not take this batch (attempt to write a readonly database); "
+            "nothing was written to it: this user cannot write the file, or its folder, where SQLite makes "
+            "its -wal and -shm files: make them writable (chmod u+w), or name another file, then run the "
+            "same job again"
+        )
+    finally:
+        if base != tmp_path:
+            shutil.rmtree(base)
 
 
 # --- 7. a platform without errno.EDQUOT (Windows) ----------------------------------------------------------

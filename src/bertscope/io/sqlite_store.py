@@ -341,11 +341,23 @@ class SqliteSink(Sink):
         self.done += len(records)
 
     def _batch_failed(self, exc: sqlite3.OperationalError | sqlite3.IntegrityError) -> CorpusError:
-        """The line for a batch the file did not take: two jobs on one collection, or the disk."""
-        # Two jobs on one collection show as a lock or a clash of keys; anything else is the disk's.
+        """The line for a batch the file did not take: two jobs on one collection, a file this user cannot
+        write, or the disk."""
+        # Two jobs on one collection show as a lock or a clash of keys, a file or folder this user may not
+        # write as SQLITE_READONLY*; anything else is the disk's.
         if isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc):
             advice = (
                 "is another job writing it? Run one job per collection at a time, then resume=True (--resume)"
+            )
+        elif getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY"):
+            # a file this user may read but not write (chmod 0444, another's), or its folder
+            kept = (
+                "the batches written before it are kept; " if self.created else "nothing was written to it: "
+            )
+            again = "resume=True (--resume)" if self.created else "run the same job again"
+            advice = (
+                f"{kept}this user cannot write the file, or its folder, where SQLite makes its -wal and -shm "
+                f"files: make them writable (chmod u+w), or name another file, then {again}"
             )
         elif self.created:
             advice = (
