@@ -11,8 +11,14 @@ import http.client
 import socket
 from types import SimpleNamespace
 
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
 import bertscope
-from bertscope.server import connection
+from bertscope.cli import app as cli_app
+from bertscope.server import connection, create_app
+from bertscope.server.hosts import guard_loopback
 from test_server_audit18_connections import everything, served
 
 _GET = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -98,3 +104,37 @@ def test_a_lingering_connection_closes_when_idle_or_when_its_time_is_up() -> Non
     lingering._linger_check()
     assert closed == [True]
     assert connection.LINGER_S >= 30 and connection.LINGER_IDLE_S >= 5  # nginx's: a slow uplink's body
+
+
+@pytest.mark.parametrize(
+    ("allow", "host"),
+    [
+        ("api.example.com.", "api.example.com."),  # was refused: the header's dot was dropped, not the name's
+        ("api.example.com.", "api.example.com"),
+        ("API.example.com", "api.example.com:443"),
+        ("api.example.com:8080", "api.example.com:8080"),  # never matched: the port stayed in the name
+        ("[fd00::1]", "[fd00::1]:80"),  # never matched: the brackets stayed
+        ("fd00:0::1", "[FD00::1]"),
+    ],
+)
+def test_an_allowed_host_is_read_as_the_host_header_is(
+    bundled: bertscope.Model, allow: str, host: str
+) -> None:
+    app = create_app(bundled)
+    guard_loopback(app, "127.0.0.1", allow=[allow])
+    with TestClient(app) as client:
+        answered = client.get("/health", headers={"Host": host})
+        foreign = client.get("/health", headers={"Host": "evil.com"})
+    assert answered.status_code == 200, answered.text
+    assert foreign.status_code == 400
+
+
+@pytest.mark.parametrize("allow", ["api.example.com/x", "a b", "127.0.0.1:80@evil.com"])
+def test_an_allowed_host_no_header_could_carry_is_refused_at_startup(allow: str) -> None:
+    # a --post that is not there is refused later, still before the model loads: the name must be refused
+    # before it (and the test can never start a server)
+    given = ["serve", "--allow-host", allow, "--post", "p=/nonexistent/post.json", "--port", "0"]
+    result = CliRunner().invoke(cli_app, given)
+    assert result.exit_code != 0
+    said = str(result.exception or result.output)
+    assert f"--allow-host {allow!r} is no host name" in said, said

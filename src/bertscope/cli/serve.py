@@ -187,7 +187,7 @@ def serve(
     from ..server import ServerSettings, create_app
     from ..server.capacity import Server
     from ..server.connection import uvicorn_config
-    from ..server.hosts import guard_loopback
+    from ..server.hosts import allowed_host, guard_loopback
     from ..server.settings import TokenIds
 
     if token_ids not in {t.value for t in TokenIds}:
@@ -201,6 +201,7 @@ def serve(
             "--api-key is empty: an empty key is not allowed; give a key, or leave --api-key out to serve "
             "without one"
         )
+    allowed = [allowed_host(name) for name in allow_host or ()]  # a name no Host carries: said before loading
     named_files = [_named_file(item, "--post") for item in post or ()]
     named_stores = [_named_file(item, "--store") for item in store or ()]
     settings = ServerSettings(
@@ -243,7 +244,7 @@ def serve(
     )
     # the app loads the --post files and --store stores: a bad one fails here, before "serving" is said
     app = create_app(m, settings=settings)
-    guard_loopback(app, host, allow=allow_host or ())  # on loopback, only requests addressed to it
+    guard_loopback(app, host, allow=allowed)  # on loopback, only requests addressed to it
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     config = uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)
     Server(config).run(sockets=[listening])

@@ -9,6 +9,7 @@ reached by name) is left alone, and guarded by `--api-key`.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,10 +17,11 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.datastructures import Headers
 
+from ..errors import InvalidSpec
 from .error_answers import error_response
 from .validation import route_path
 
-__all__ = ["LOOPBACK", "LoopbackHosts", "guard_loopback"]
+__all__ = ["LOOPBACK", "LoopbackHosts", "allowed_host", "guard_loopback"]
 
 # The loopback addresses and names a Host header may carry (IPv6 written bare, as the bind address is)
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -36,7 +38,20 @@ def guard_loopback(app: FastAPI, host: str, *, allow: Iterable[str] = ()) -> Non
     """Add `LoopbackHosts` to `app` where it listens on loopback (`host`), answering the names `allow`
     too (a reverse proxy on the machine that passes its own: `serve --allow-host`); elsewhere nothing."""
     if host in LOOPBACK:
-        app.add_middleware(LoopbackHosts, allow=frozenset(name.lower() for name in allow))
+        app.add_middleware(LoopbackHosts, allow=frozenset(allowed_host(name) for name in allow))
+
+
+def allowed_host(name: str) -> str:
+    """An --allow-host name as a Host header's is compared: read by the same parse (its port, brackets and
+    trailing dot dropped: 'api.example.com.', 'api.example.com:8080', '[fd00::1]'); InvalidSpec where the
+    header could never carry it."""
+    found = host_name(name.strip())
+    if found is None:
+        raise InvalidSpec(
+            f"--allow-host {name!r} is no host name: give a name, an IPv4 address or an [IPv6] one, as the "
+            "proxy's Host header carries it (api.example.com)"
+        )
+    return _same(found)
 
 
 class LoopbackHosts:
@@ -53,7 +68,7 @@ class LoopbackHosts:
             headers = Headers(scope=scope)
             given = headers.get("host", "")
             name = host_name(given)
-            if given and (name is None or name.lower() not in self.names):
+            if given and (name is None or _same(name) not in self.names):
                 message = (
                     f"the Host header names {given!r}, not the loopback address the service listens on: "
                     "reach it as http://127.0.0.1:PORT or http://localhost:PORT (a page that points another "
@@ -77,3 +92,14 @@ def host_name(host: str) -> str | None:
     if found is None:
         return None
     return found.group("v6") or found.group("name")
+
+
+def _same(name: str) -> str:
+    """A host name as names are compared: lowercase, an IPv6 address in its one short form ('0:0::1' is
+    '::1')."""
+    if ":" in name:
+        try:
+            return ipaddress.IPv6Address(name).compressed
+        except ValueError:
+            pass
+    return name.lower()
