@@ -204,7 +204,10 @@ def test_a_process_waiting_on_anothers_export_says_so_once(
         other.release()
     worker.join(timeout=300)
     assert made == [path] and path.is_file()
-    assert said[0] == f"waiting for another process's export of {path.name} (its lock: {path.name}.lock)"
+    assert said[0] == (
+        f"waiting for the export of {path.name} held by another process or thread "
+        f"(its lock: {path.name}.lock)"
+    )
     assert sum(line.startswith("waiting for") for line in said) == 1
 
 

@@ -69,6 +69,8 @@ __all__ = [
     "model_hash",
     "open_session",
     "require_onnxruntime",
+    "graph_refused",
+    "open_failure",
     "refusal_reason",
     "refused_graph",
     "resolve_backend",
@@ -253,25 +255,35 @@ class OnnxRunner:
     def session(self, session: Any) -> None:
         self._whole = session
 
-    def _opened(self, path: Path, made_again: Callable[[], Path] | None) -> Any:
+    def _opened(self, path: Path, made_again: Callable[[], Path] | None, source: Path | None = None) -> Any:
         """A session on the cached graph at `path`; where the installed ONNX Runtime refuses it (a graph
         made by another version, in a cache shared between installs), it is removed (`refused_graph`) and
         made again by `made_again` and opened once more; without `made_again` (an int8 graph, whose
-        calibration runs the forward this runner answers), a ModelLoadError says to load again."""
+        calibration runs the forward this runner answers), a ModelLoadError says to load again, and the
+        int8 export `source` that `path` was cut from (its opset) is removed too, or the next load would cut
+        the same refused graph from it. A failure of this process's own (a file or memory limit) leaves
+        the graph and is said in one line (`open_failure`)."""
         try:
             return self._session(str(path))
         except runtime_refusals(self.ort) as exc:
             refused_graph(path, "ONNX Runtime", exc, self.log if made_again is not None else None)
             if made_again is None:
+                also = ""
+                if source is not None:
+                    with contextlib.suppress(OSError):  # the cut's removal took: so does this, but for a race
+                        source.unlink(missing_ok=True)
+                    also = f" with the int8 export {source.name} it was cut from"
                 raise ModelLoadError(
                     f"the installed ONNX Runtime cannot open the cached graph {path} "
-                    f"({refusal_reason(exc)}); it is removed, to be made again at the next load: load the "
-                    "model again (restart the server)"
+                    f"({refusal_reason(exc)}); it is removed{also}, to be made again at the next load: load "
+                    "the model again (restart the server)"
                 ) from None
         again = made_again()
         try:
             return self._session(str(again))
         except runtime_refusals(self.ort) as exc:
+            if not graph_refused(exc):
+                raise open_failure(again, "ONNX Runtime", exc) from None
             raise ModelLoadError(
                 f"the installed ONNX Runtime cannot open the graph {again}, made just now "
                 f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
@@ -330,17 +342,19 @@ class OnnxRunner:
         export = self._export()
         path = cached_cut(export, outputs, self._inputs, log=self.log)
         if path is not None:
+            if self.remake is None:  # int8: a refused cut is refused with its export (`_opened`)
+                return self._opened(path, None, source=export)
             return self._opened(path, lambda: self._cut_again(outputs))
         return self._session(cut_graph(export, self._inputs, outputs).SerializeToString())
 
     def _cut_again(self, outputs: Sequence[str]) -> Path:
-        """A cut graph the runtime refused, cut again: from the export made again too where this runner
-        can make it (a cut keeps its export's opset), else from the export as it is."""
+        """A cut graph the runtime refused (`graph_refused`: its opset, IR version or an operator, which it
+        keeps from its export, so the export is refused too), cut again from the float32 export made
+        again."""
         export = self._export()
-        if self.remake is not None:
-            with contextlib.suppress(OSError):  # a read-only cache: cut below, refused in one line if so
-                export.unlink(missing_ok=True)
-                export = self._exported_again()
+        with contextlib.suppress(OSError):  # a read-only cache: cut below, refused in one line if so
+            export.unlink(missing_ok=True)
+            export = self._exported_again()
         path = cached_cut(export, outputs, self._inputs, log=self.log)
         if path is None:  # the cache takes no file now: a cut in memory has no path to open
             raise ModelLoadError(
@@ -437,10 +451,51 @@ def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any
 
 
 def runtime_refusals(ort: Any) -> tuple[type[BaseException], ...]:
-    """The errors with which ONNX Runtime refuses a graph file it cannot load (a newer opset or IR version,
-    an unknown operator, a file it cannot parse)."""
+    """The errors with which ONNX Runtime fails to open a graph file: those that refuse the graph (a newer
+    opset or IR version, an unknown operator, a file it cannot parse: `graph_refused`), a file gone
+    (removed by another process as refused: made again as a missing one), and `Fail`, which also carries
+    this process's own failures (a file limit, memory), never the graph's."""
     state = ort.capi.onnxruntime_pybind11_state
-    return (state.Fail, state.InvalidGraph, state.InvalidProtobuf, state.NotImplemented)
+    return (state.Fail, state.InvalidGraph, state.InvalidProtobuf, state.NotImplemented, state.NoSuchFile)
+
+
+# The errors' class names that refuse the graph itself whatever they say (ONNX Runtime's, by name: the
+# module whose classes they are is not imported here); NoSuchFile: the file went between check and open.
+REFUSING_ERRORS = ("InvalidGraph", "InvalidProtobuf", "NotImplemented", "NoSuchFile")
+# Words of a `Fail` (ONNX Runtime) or RuntimeError (OpenVINO) that refuse the graph: a newer opset ("Opset
+# 99 is under development", "Missing opset in the model") or IR version ("Unsupported model IR version: 99,
+# max supported IR version: 14"), an operator or attribute it does not know (ONNX Runtime 1.32's words;
+# OpenVINO 2026.4's "unsupported opset: opset99" and "No conversion rule found for operations")
+REFUSING_WORDS = (
+    "opset", "ir version", "is not a registered function/op", "no op registered", "unrecognized attribute",
+    "no conversion rule found",
+)  # fmt: skip
+# Words of a failure of this process (out of file descriptors, memory, permission), not of the graph:
+# never a refusal, whatever else the message says
+PASSING_WORDS = ("system error number", "bad_alloc", "permission denied", "no such file", "errno")
+
+
+def graph_refused(exc: BaseException) -> bool:
+    """Whether a runtime's failure to open a graph refuses the graph itself (made by another version: made
+    again), not this process's open of it (a file or memory limit: the graph is left as it is)."""
+    if type(exc).__name__ in REFUSING_ERRORS:
+        return True
+    text = str(exc).lower()
+    return not any(word in text for word in PASSING_WORDS) and any(word in text for word in REFUSING_WORDS)
+
+
+def open_failure(path: Path, runtime: str, exc: BaseException) -> ModelLoadError:
+    """The one-line error of a graph `runtime` could not open for a reason of this process's own (a file
+    or memory limit: `graph_refused` is False), the graph left in the cache."""
+    reason = refusal_reason(exc)
+    errno = re.search(r"system error number (\d+)", reason)
+    if errno is not None:  # ONNX Runtime gives the number alone
+        reason = f"{reason}: {os.strerror(int(errno.group(1)))}"
+    return ModelLoadError(
+        f"the installed {runtime} could not open the cached graph {path} ({reason}); it is left in the "
+        "cache: where this process lacks open files or memory, free some and load again, else run "
+        "`bertscope cache --clear`"
+    )
 
 
 def refusal_reason(exc: BaseException) -> str:
@@ -448,14 +503,19 @@ def refusal_reason(exc: BaseException) -> str:
     (ONNX Runtime's `model.cc:181 onnxruntime::Model::Model(...)`) that precede the reason."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     reason = re.sub(r"^.*?[\w/.-]+\.(?:h|cc|cpp):\d+ [^()]*\([^()]*\)\s*", "", lines[-1] if lines else "")
-    reason = reason.removeprefix("[ONNXRuntimeError] : ")
-    return reason if len(reason) <= 160 else f"{reason[:157]}..."
+    # whole: its end names what the runtime supports ("Current official support for domain ai.onnx is
+    # till opset 28")
+    return reason.removeprefix("[ONNXRuntimeError] : ")
 
 
 def refused_graph(path: Path, runtime: str, exc: BaseException, log: Callable[[str], None] | None) -> None:
     """Remove the cached graph at `path` that the installed `runtime` refused (one made by another version
     of it, in a cache shared between installs), so it is made again as a missing one is, named in one line
-    on `log`; where the cache takes no change, ModelLoadError naming the file and the fix."""
+    on `log`; where the cache takes no change, ModelLoadError naming the file and the fix. Where `exc` is
+    this process's own failure to open it (`graph_refused` is False), the graph is left and the
+    ModelLoadError names the cause (`open_failure`)."""
+    if not graph_refused(exc):
+        raise open_failure(path, runtime, exc) from None
     said = f"the installed {runtime} cannot open the cached graph {path} ({refusal_reason(exc)})"
     try:
         path.unlink(missing_ok=True)
@@ -676,8 +736,8 @@ def export_onnx(
 
 @contextlib.contextmanager
 def held_lock(path: Path, what: str, log: Callable[[str], None] | None) -> Iterator[None]:
-    """`path`'s lock file held; where another process holds it (making `what` now), said once on `log`
-    before waiting, so a process that waits minutes on another's export or quantization says why."""
+    """`path`'s lock file held; where another process or thread holds it (making `what` now), said once on
+    `log` before waiting, so a process that waits minutes on another's export or quantization says why."""
     from filelock import FileLock, Timeout
 
     lock = FileLock(f"{path}.lock")
@@ -685,7 +745,8 @@ def held_lock(path: Path, what: str, log: Callable[[str], None] | None) -> Itera
         lock.acquire(timeout=0)
     except Timeout:
         if log is not None:
-            log(f"waiting for another process's {what} (its lock: {path.name}.lock)")
+            # a lock file is held alike by another process and by another thread of this one
+            log(f"waiting for the {what} held by another process or thread (its lock: {path.name}.lock)")
         lock.acquire()
     try:
         yield

@@ -62,7 +62,10 @@ from .onnx import (
     cached_export,
     export_onnx,
     export_stamp,
+    graph_refused,
     held_lock,
+    open_failure,
+    read_record,
     record_export,
     refusal_reason,
     refused_graph,
@@ -344,24 +347,39 @@ class OpenVinoRunner:
             ir = static()
             ov_model = _read(core, ir, static, log)
         else:
-            ov_model = _read(core, onnx_path, lambda: export_onnx(model, family, digest=digest, log=log), log)
+            ov_model = _read(core, onnx_path, None, log)  # ONNX Runtime's export too: never removed here
         runner = cls(ov_model, family.uses_token_types, precision, threads=cpu_threads())
         runner.path = ir
         return runner
 
 
-def _read(core: Any, path: Path, made_again: Callable[[], Path], log: Callable[[str], None] | None) -> Any:
+def _read(
+    core: Any, path: Path, made_again: Callable[[], Path] | None, log: Callable[[str], None] | None
+) -> Any:
     """The cached graph at `path` read by OpenVINO; where the installed OpenVINO refuses it (a graph made
-    by another version, in a cache shared between installs), made again (`onnx.refused_graph`) by
-    `made_again` and read once more."""
+    by another version, in a cache shared between installs: `onnx.graph_refused`), made again
+    (`onnx.refused_graph`) by `made_again` and read once more. Without `made_again` (the float32 ONNX
+    export, which ONNX Runtime reads too) a refusal is one line and the file stays; a failure of this
+    process's own (a file or memory limit) is one line too (`onnx.open_failure`)."""
     try:
         return core.read_model(str(path))
     except RuntimeError as exc:
+        if not graph_refused(exc):
+            raise open_failure(path, "OpenVINO", exc) from None
+        if made_again is None:
+            raise ModelLoadError(
+                f"the installed OpenVINO cannot read the cached ONNX export {path} ({refusal_reason(exc)}); "
+                "it is left for ONNX Runtime, which reads it too: use backend='onnxruntime', or upgrade "
+                "OpenVINO: pip install -U 'bertscope[openvino]'"
+            ) from None
         refused_graph(path, "OpenVINO", exc, log)
+    assert made_again is not None
     again = made_again()
     try:
         return core.read_model(str(again))
     except RuntimeError as exc:
+        if not graph_refused(exc):
+            raise open_failure(again, "OpenVINO", exc) from None
         raise ModelLoadError(
             f"the installed OpenVINO cannot read the graph {again}, made just now ({refusal_reason(exc)}); "
             "reinstall it: pip install --force-reinstall 'bertscope[openvino]'"
@@ -457,15 +475,18 @@ def _whole_ir(path: Path, log: Callable[[str], None] | None) -> bool:
     if not about or not path.is_file():
         return False
     weights = path.with_suffix(".bin")
-    if about.get("file") != weights.name:
-        # another model's IR and record copied under this name; or a record from before IRs named their
-        # file (remade once: its model cannot be told)
-        if log is not None and "file" in about:
+    if about.get("file", weights.name) != weights.name:
+        # another model's IR and record copied under this name (a record from before IRs named their
+        # file is checked as it is: its name holds the model's content digest)
+        if log is not None:
             log(f"the cached OpenVINO model {path} is recorded as {about['file']!r}, another model's; "
                 "making it again")  # fmt: skip
         return False
     xml = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
     if about.get("xml") == xml and cached_export(weights) is not None:
+        if "file" not in about:  # an older record, whole: it names its file now, where the cache is writable
+            with contextlib.suppress(OSError):  # a read-only cache is read all the same
+                record_export(weights, {**read_record(weights), "file": weights.name})
         return True
     if log is not None:
         log(f"the cached OpenVINO model {path} does not match its recorded size and SHA-256; making it again")
