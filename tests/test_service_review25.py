@@ -138,3 +138,19 @@ def test_an_allowed_host_no_header_could_carry_is_refused_at_startup(allow: str)
     assert result.exit_code != 0
     said = str(result.exception or result.output)
     assert f"--allow-host {allow!r} is no host name" in said, said
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("POST", "/nope", 404), ("GET", "/v2/embed", 405), ("GET", "/health", 200), ("POST", "/health", 405)],
+)
+def test_a_utf16_body_no_route_reads_leaves_the_routers_answer(
+    bundled: bertscope.Model, method: str, path: str, status: int
+) -> None:
+    """The UTF-8 check ran before routing: every path and method answered 400 'body: not UTF-8 JSON'."""
+    with TestClient(create_app(bundled)) as client:
+        body = '{"inputs": "a cat"}'.encode("utf-16")
+        answered = client.request(method, path, content=body, headers={"content-type": "application/json"})
+        read = client.post("/v2/embed", content=body, headers={"content-type": "application/json"})
+    assert answered.status_code == status, answered.text
+    assert read.status_code == 400 and "not UTF-8 JSON" in read.json()["detail"]

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from starlette.routing import Match
 
 from .answers import ANSWERS, HeldAnswers, hold_answer
 from .bodies import PEER, BodyBudget, BodyRefused, ClientLeft, reading, release_when_idle
@@ -164,8 +165,8 @@ class Guard:
             ) as body:  # fmt: skip
                 wrong_type = not_json(headers.get("content-type"))
                 refused: tuple[int, str] | None = None
-                if wrong_type is None and (utf := not_utf8(body)) is not None:
-                    refused = (400, utf)  # json.loads would read UTF-16 and UTF-32: one rule on every route
+                if wrong_type is None and (utf := not_utf8(body)) is not None and _reads_body(scope):
+                    refused = (400, utf)  # json.loads would read UTF-16 and UTF-32: one rule, all bodies
                 elif scope["method"] == "POST" and path in TEI_BODY_PATHS:
                     # axum's Json checks the content type before it reads the body (415 first)
                     refused = (415, wrong_type) if wrong_type else await tei_body_refusal(body)
@@ -265,6 +266,19 @@ def _refused_answer(path: str, refused: BodyRefused) -> JSONResponse:
     """The 503 (with Retry-After) of an answer the answers' budget has no room for."""
     log.warning("an answer was dropped: %s", refused)
     return error_response(path, 503, str(refused), headers=refused.headers)
+
+
+# The methods whose routes read a JSON body.
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _reads_body(scope: Scope) -> bool:
+    """Whether a route of the app takes this request's method and path and so reads its body: a body no
+    route reads must not hide the router's 404 or 405 (or GET /health's 200)."""
+    app = scope.get("app")  # Starlette's app notes itself in the scope before its middleware runs
+    if scope["method"] not in _BODY_METHODS or app is None:
+        return scope["method"] in _BODY_METHODS
+    return any(route.matches(scope)[0] is Match.FULL for route in app.routes)
 
 
 def _head_as_get(scope: Scope, send: Send) -> tuple[Scope, Send]:
