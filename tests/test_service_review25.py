@@ -154,3 +154,22 @@ def test_a_utf16_body_no_route_reads_leaves_the_routers_answer(
         read = client.post("/v2/embed", content=body, headers={"content-type": "application/json"})
     assert answered.status_code == status, answered.text
     assert read.status_code == 400 and "not UTF-8 JSON" in read.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"input": ""}',
+        b'{"input": [""]}',
+        b'{"input": "  "}',  # "text 0 is empty: ..."
+        b'{"input": null}',  # "input is null: ..."
+        b'{"input": {}}',  # "input is an object: ..."
+        b'{"input": "a", "input": "b"}',  # "body: duplicate field `input`: ..."
+    ],
+)
+def test_every_error_of_openais_input_names_it_in_param(bundled: bertscope.Model, body: bytes) -> None:
+    """These said param null: only a message led by 'input:' named it."""
+    with TestClient(create_app(bundled)) as client:
+        refused = client.post("/v1/embeddings", content=body, headers={"content-type": "application/json"})
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["error"]["param"] == "input", refused.json()

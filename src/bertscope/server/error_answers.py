@@ -96,14 +96,21 @@ _OPENAI_TYPES = {401: "invalid_request_error", 429: "requests"}
 _OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 # The fields an OpenAI error's `param` may name: its body's, and bertscope's that it refuses (ELSEWHERE).
 _OPENAI_FIELDS = frozenset(OpenAIRequest.model_fields) | frozenset(ELSEWHERE)
-# A message's leading field name, as every line here starts ("dimensions: 100000 is more than ...").
-_LEADING_FIELD = re.compile(r"^([a-z_]+)[:.,\[]")
+# A message's leading field name, as most lines here start ("dimensions: 100000 is more than ...", "input
+# is null: ..."), or the key a body gave twice ("body: duplicate field `input`: ...").
+_LEADING_FIELD = re.compile(r"^(?:body: duplicate field `([a-z_]+)`|([a-z_]+)(?:[:.,\[]| is ))")
+# A text's error names it by its place ("text 0 is empty: ..."): on /v1/embeddings the texts are `input`'s.
+_TEXT = re.compile(r"^texts? \d")
 
 
 def openai_param(message: str) -> str | None:
-    """OpenAI's `param` for an error under /v1/: the body field the message starts with, else None."""
+    """OpenAI's `param` for an error under /v1/: the body field the message starts with (`input` for one
+    of its texts), else None."""
+    if _TEXT.match(message):
+        return "input"
     found = _LEADING_FIELD.match(message)
-    return found.group(1) if found and found.group(1) in _OPENAI_FIELDS else None
+    field = found and (found.group(1) or found.group(2))
+    return field if field and field in _OPENAI_FIELDS else None
 
 
 def error_response(
