@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from console import run_main
 
 
@@ -94,3 +96,36 @@ def test_chunk_vectors_are_post_processed_without_the_posts_finite_check(tiny_di
                    "sentence", "--post", str(post), "-q")  # fmt: skip
     assert ran.code == 0, ran.stderr
     assert len(asked) >= 2 and not any(asked), asked
+
+
+def test_an_attention_graph_made_again_that_fails_to_open_for_a_passing_reason_is_not_reinstall(
+    tiny_dirs, monkeypatch, capsys
+) -> None:
+    # The attention graph's second open (after a refused one was made again): a file limit of this
+    # process said "reinstall it: pip install --force-reinstall"; it is open_failure's line, graph kept.
+    import onnxruntime as ort
+
+    import bertscope
+    import bertscope.backends.onnx as onnx_backend
+
+    fail = ort.capi.onnxruntime_pybind11_state.Fail
+    bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    errors = iter([fail("Opset 99 is under development"), fail("failed:system error number 24")])
+    real = onnx_backend.open_session
+
+    def open_session(path, *args, **kwargs):
+        if sys._getframe(1).f_code.co_name == "_opened_graph":  # its opens, not the export's own check
+            error = next(errors, None)
+            if error is not None:
+                raise error
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(onnx_backend, "open_session", open_session)
+    try:
+        model.attentions("a small cat")
+        said = capsys.readouterr().err
+    except bertscope.BertscopeError as exc:
+        said = str(exc)
+    assert "system error number 24" in said and "Too many open files" in said, said
+    assert "force-reinstall" not in said, said

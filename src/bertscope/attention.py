@@ -177,6 +177,8 @@ def _opened_graph(model: Encoder, digest: str) -> Any:
     where the cache takes no change, or the graph made again is refused too, a ModelLoadError."""
     from .backends.onnx import (
         export_onnx,
+        graph_refused,
+        open_failure,
         open_session,
         refusal_reason,
         refused_graph,
@@ -199,6 +201,8 @@ def _opened_graph(model: Encoder, digest: str) -> Any:
     try:
         return open_session(str(again))
     except refusals as exc:
+        if not graph_refused(exc):  # a file or memory limit of this process: no reinstall fixes it
+            raise open_failure(again, "ONNX Runtime", exc) from None
         raise ModelLoadError(
             f"the installed ONNX Runtime cannot open the graph {again}, made just now "
             f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
