@@ -269,7 +269,7 @@ def test_prompts_and_default_prompt_name_are_set_as_sentence_transformers(prompt
         (lambda m: m.encode_query(TEXTS, convert_to_tensor=True), "no torch here; leave convert_to_tensor"),
         (lambda m: m.encode_document(TEXTS, convert_to_numpy=False), "leave convert_to_tensor and convert"),
         (lambda m: m.encode_query(TEXTS, output_value="token_embeddings"), "with no layers: encode"),
-        (lambda m: m.encode_document(TEXTS, prompt_name="query", prompt="q: "), "prompt_name or prompt"),
+        (lambda m: m.encode_document(TEXTS, prompt_name="query", prompt="q: "), "prompt_name= or prompt="),
         (lambda m: m.encode_query(TEXTS, prompt_name="passage"), "unknown prompt name 'passage'"),
         (lambda m: m.encode_query(TEXTS, task="query"), "no Router to route by task"),
         (lambda m: m.encode_document(TEXTS, precision="int8"), "quantize_embeddings"),
