@@ -129,3 +129,22 @@ def test_an_attention_graph_made_again_that_fails_to_open_for_a_passing_reason_i
         said = str(exc)
     assert "system error number 24" in said and "Too many open files" in said, said
     assert "force-reinstall" not in said, said
+
+
+def test_an_sqlite_job_inside_a_transaction_is_not_taken_as_alone(tmp_path) -> None:
+    # Review of 3961510: PRAGMA journal_mode = DELETE answers 'wal' without raising inside a transaction,
+    # which _alone took as "no other connection": abandon could then remove a file another job holds.
+    import sqlite3
+    import types
+
+    from bertscope.io.sqlite_store import SqliteSink
+
+    db = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("BEGIN")
+    db.execute("INSERT INTO t VALUES (1)")
+    assert SqliteSink._alone(types.SimpleNamespace(db=db)) is False  # type: ignore[arg-type]
+    db.execute("COMMIT")
+    assert SqliteSink._alone(types.SimpleNamespace(db=db)) is True  # type: ignore[arg-type]
+    db.close()

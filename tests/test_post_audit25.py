@@ -66,7 +66,7 @@ def test_fit_post_on_texts_counts_the_distinct_texts(tiny_models: dict[str, bert
     # every row is fitted on (tests/test_post_review25.py); the distinct texts are counted beside them
     model = tiny_models["bert"]
     post = fit_post_on_texts(model, TEXTS * 3, "pca", dim=3)
-    assert (post.settings["n_fit"], post.settings["n_distinct"]) == (3 * len(TEXTS), len(TEXTS))
+    assert (post.settings["n_fit"], post.settings["n_distinct_texts"]) == (3 * len(TEXTS), len(TEXTS))
     once = fit_post_on_texts(model, TEXTS, "pca", dim=3)  # each text equally often: the same fit
     np.testing.assert_allclose(np.abs(post.matrix), np.abs(once.matrix), atol=1e-5)
 

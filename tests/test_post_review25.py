@@ -77,7 +77,7 @@ def test_repeated_texts_are_fitted_as_often_as_they_are_given(
     model = tiny_models["bert"]
     texts = TEXTS + TEXTS[:4] * 3
     post = fit_post_on_texts(model, texts, "pca", dim=3)
-    assert post.settings["n_fit"] == len(texts) and post.settings["n_distinct"] == len(TEXTS)
+    assert post.settings["n_fit"] == len(texts) and post.settings["n_distinct_texts"] == len(TEXTS)
     rows = fit_post(model.embed(texts).vectors, "pca", dim=3)  # every row, as fit_post on vectors fits
     np.testing.assert_allclose(post.mean, rows.mean, atol=1e-5)
     np.testing.assert_allclose(np.abs(post.matrix), np.abs(rows.matrix), atol=1e-4)
@@ -95,7 +95,7 @@ def test_fit_post_says_the_rows_and_the_distinct_texts(tiny_dirs: dict[str, Path
     assert "fitted on 20 texts (10 distinct)" in ran.stderr, ran.stderr
     again = run_main(*args, "-o", str(tmp_path / "again.safetensors"), "--json")
     summary = json.loads(again.stdout)
-    assert (summary["n_fit"], summary["n_distinct"]) == (20, 10)
+    assert (summary["n_fit"], summary["n_distinct_texts"]) == (20, 10)
 
 
 @pytest.mark.parametrize("kind", ["pca", "abtt"])

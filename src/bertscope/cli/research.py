@@ -328,7 +328,7 @@ def fit_post_cmd(
     if as_json:
         emit_json(summary)
         return
-    fitted, distinct = processor.settings["n_fit"], processor.settings["n_distinct"]
+    fitted, distinct = processor.settings["n_fit"], processor.settings["n_distinct_texts"]
     # every row is fitted on, repeats too: the distinct count, which bounds the directions, where it differs
     said = f" ({distinct} distinct)" if distinct < fitted else ""
     err.print(

@@ -724,7 +724,7 @@ def fit_post_on_texts(
     """Embed texts with `model.embed` and these options, fit on the (n, d) vectors; the spec is recorded,
     its prompt included ("" for none). Every text is fitted on, a repeated one as often as it is given (a
     corpus's repeats are its distribution, as `fit_post` on its vectors fits every row); each distinct text
-    is embedded once. n_fit counts the rows fitted, n_distinct the distinct texts, which bound the
+    is embedded once. n_fit counts the rows fitted, n_distinct_texts the distinct texts, which bound the
     directions the rows span."""
     # each distinct text embedded once, its vector then given back at every row that repeats it
     distinct = list(dict.fromkeys(texts))
@@ -762,5 +762,5 @@ def fit_post_on_texts(
         # the prompt recorded even where none was used: what the vectors were, for the reader of the file
         spec={**result.spec, "prompt": result.spec.get("prompt", "")},
         model_files=model_files(model),
-        n_distinct=len(distinct),
+        n_distinct_texts=len(distinct),
     )

@@ -494,11 +494,12 @@ class SqliteSink(Sink):
         where one is not; failing otherwise (a full disk, which cannot checkpoint) it was alone."""
         try:
             self.db.execute("PRAGMA busy_timeout = 0")
-            self.db.execute("PRAGMA journal_mode = DELETE")
+            mode = self.db.execute("PRAGMA journal_mode = DELETE").fetchone()
         except sqlite3.OperationalError as exc:
             name = getattr(exc, "sqlite_errorname", "")
             return not (name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in str(exc))
-        return True
+        # inside a transaction the pragma answers the mode it keeps ('wal') without raising: not proof
+        return mode is not None and str(mode[0]).lower() == "delete"
 
 
 def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
