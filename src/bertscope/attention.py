@@ -174,10 +174,14 @@ def _opened_graph(model: Encoder, digest: str) -> Any:
     """A session on `model`'s attention graph, exported now where it is not cached. A cached graph the
     installed ONNX Runtime refuses (made by another version, in a cache shared between installs) is removed
     and exported again with a one-line note, as the export's own graph is (backends/onnx.py `_opened`);
-    where the cache takes no change, or the graph made again is refused too, a ModelLoadError."""
+    where the cache takes no change, or the graph made again is refused too, a ModelLoadError. A graph gone
+    between the check and the open (`graph_missing`: another process's cache --clear) is exported again as
+    a missing one is, once."""
     from .backends.onnx import (
         export_onnx,
+        graph_missing,
         graph_refused,
+        left_cache,
         open_failure,
         open_session,
         refusal_reason,
@@ -192,21 +196,26 @@ def _opened_graph(model: Encoder, digest: str) -> Any:
     def exported() -> Path:
         return export_onnx(lambda: model.hf_model, model.family, digest=digest, attentions=True, log=stderr)
 
-    path = exported()
-    try:
-        return open_session(str(path))
-    except refusals as exc:
-        refused_graph(path, "ONNX Runtime", exc, stderr)  # the note every refused graph gets
-    again = exported()
-    try:
-        return open_session(str(again))
-    except refusals as exc:
-        if not graph_refused(exc):  # a file or memory limit of this process: no reinstall fixes it
-            raise open_failure(again, "ONNX Runtime", exc) from None
-        raise ModelLoadError(
-            f"the installed ONNX Runtime cannot open the graph {again}, made just now "
-            f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
-        ) from None
+    path, gone, refused = exported(), False, False
+    while True:  # opened here, not in a helper: tests tell the attention graph's opens by this frame
+        try:
+            return open_session(str(path))
+        except refusals as exc:
+            if graph_missing(exc):  # gone between check and open: exported again as a missing one is
+                if gone:
+                    raise left_cache(path) from None
+                gone = True
+            elif not refused:
+                refused = True
+                refused_graph(path, "ONNX Runtime", exc, stderr)  # the note every refused graph gets
+            elif not graph_refused(exc):  # a file or memory limit of this process: no reinstall fixes it
+                raise open_failure(path, "ONNX Runtime", exc) from None
+            else:
+                raise ModelLoadError(
+                    f"the installed ONNX Runtime cannot open the graph {path}, made just now "
+                    f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
+                ) from None
+        path = exported()
 
 
 def _missed_here(model: Encoder, graph: Path) -> bool:

@@ -248,24 +248,32 @@ class OnnxRunner:
             with self._lock:
                 if self._whole is None:
                     again = self._exported_again if self.remake is not None else None
-                    self._whole = self._opened(self._export(), again)
+                    self._whole = self._opened(self._export(), again, find=self._export)
         return self._whole
 
     @session.setter
     def session(self, session: Any) -> None:
         self._whole = session
 
-    def _opened(self, path: Path, made_again: Callable[[], Path] | None, source: Path | None = None) -> Any:
+    def _opened(
+        self, path: Path, made_again: Callable[[], Path] | None, source: Path | None = None, *,
+        find: Callable[[], Path], gone: bool = False,
+    ) -> Any:  # fmt: skip
         """A session on the cached graph at `path`; where the installed ONNX Runtime refuses it (a graph
         made by another version, in a cache shared between installs), it is removed (`refused_graph`) and
         made again by `made_again` and opened once more; without `made_again` (an int8 graph, whose
         calibration runs the forward this runner answers), a ModelLoadError says to load again, and the
         int8 export `source` that `path` was cut from (its opset) is removed too, or the next load would cut
         the same refused graph from it. A failure of this process's own (a file or memory limit) leaves
-        the graph and is said in one line (`open_failure`)."""
+        the graph and is said in one line (`open_failure`). A file gone between the check and the open
+        (`graph_missing`) is made again by `find` as a missing one is, once (`gone`: already once)."""
         try:
             return self._session(str(path))
         except runtime_refusals(self.ort) as exc:
+            if graph_missing(exc):
+                if gone:
+                    raise left_cache(path) from None
+                return self._opened(find(), made_again, source, find=find, gone=True)
             refused_graph(path, "ONNX Runtime", exc, self.log if made_again is not None else None)
             if made_again is None:
                 also = ""
@@ -282,6 +290,10 @@ class OnnxRunner:
         try:
             return self._session(str(again))
         except runtime_refusals(self.ort) as exc:
+            if graph_missing(exc):  # made again, then cleared by another process: not the runtime's fault
+                if gone:
+                    raise left_cache(again) from None
+                return self._opened(find(), made_again, source, find=find, gone=True)
             if not graph_refused(exc):
                 raise open_failure(again, "ONNX Runtime", exc) from None
             raise ModelLoadError(
@@ -342,9 +354,13 @@ class OnnxRunner:
         export = self._export()
         path = cached_cut(export, outputs, self._inputs, log=self.log)
         if path is not None:
+
+            def find() -> Path:  # gone between check and open: cut again from the export, nothing removed
+                return self._cut_file(self._export(), outputs)
+
             if self.remake is None:  # int8: a refused cut is refused with its export (`_opened`)
-                return self._opened(path, None, source=export)
-            return self._opened(path, lambda: self._cut_again(outputs))
+                return self._opened(path, None, source=export, find=find)
+            return self._opened(path, lambda: self._cut_again(outputs), find=find)
         return self._session(cut_graph(export, self._inputs, outputs).SerializeToString())
 
     def _cut_again(self, outputs: Sequence[str]) -> Path:
@@ -355,6 +371,10 @@ class OnnxRunner:
         with contextlib.suppress(OSError):  # a read-only cache: cut below, refused in one line if so
             export.unlink(missing_ok=True)
             export = self._exported_again()
+        return self._cut_file(export, outputs)
+
+    def _cut_file(self, export: Path, outputs: Sequence[str]) -> Path:
+        """The cached cut of `export` to `outputs`, made now where missing (`cached_cut`)."""
         path = cached_cut(export, outputs, self._inputs, log=self.log)
         if path is None:  # the cache takes no file now: a cut in memory has no path to open
             raise ModelLoadError(
@@ -453,15 +473,36 @@ def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any
 def runtime_refusals(ort: Any) -> tuple[type[BaseException], ...]:
     """The errors with which ONNX Runtime fails to open a graph file: those that refuse the graph (a newer
     opset or IR version, an unknown operator, a file it cannot parse: `graph_refused`), a file gone
-    (removed by another process as refused: made again as a missing one), and `Fail`, which also carries
-    this process's own failures (a file limit, memory), never the graph's."""
+    (removed by another process: made again as a missing one, `graph_missing`), and `Fail` and
+    `RuntimeException`, which also carry this process's own failures (a file limit, memory: "std::bad_alloc"
+    during initialization), never the graph's."""
     state = ort.capi.onnxruntime_pybind11_state
-    return (state.Fail, state.InvalidGraph, state.InvalidProtobuf, state.NotImplemented, state.NoSuchFile)
+    return (
+        state.Fail, state.RuntimeException, state.InvalidArgument, state.InvalidGraph, state.InvalidProtobuf,
+        state.NotImplemented, state.NoSuchFile,
+    )  # fmt: skip
 
 
 # The errors' class names that refuse the graph itself whatever they say (ONNX Runtime's, by name: the
-# module whose classes they are is not imported here); NoSuchFile: the file went between check and open.
-REFUSING_ERRORS = ("InvalidGraph", "InvalidProtobuf", "NotImplemented", "NoSuchFile")
+# module whose classes they are is not imported here); InvalidArgument: an empty or foreign file ("No graph
+# was found in the protobuf").
+REFUSING_ERRORS = ("InvalidGraph", "InvalidProtobuf", "NotImplemented", "InvalidArgument")
+
+
+def graph_missing(exc: BaseException) -> bool:
+    """Whether ONNX Runtime failed to open a graph because its file is gone (removed between the check and
+    the open, by another process's `bertscope cache --clear`): made again as a missing one, nothing said."""
+    return type(exc).__name__ == "NoSuchFile"
+
+
+def left_cache(path: Path) -> ModelLoadError:
+    """The error of a graph made again that left the cache again before it could be opened."""
+    return ModelLoadError(
+        f"the cached graph {path} left the cache as it was opened, twice (`bertscope cache --clear` in "
+        "another process?); load the model again"
+    )
+
+
 # Words of a `Fail` (ONNX Runtime) or RuntimeError (OpenVINO) that refuse the graph: a newer opset ("Opset
 # 99 is under development", "Missing opset in the model") or IR version ("Unsupported model IR version: 99,
 # max supported IR version: 14"), an operator or attribute it does not know (ONNX Runtime 1.32's words;
@@ -505,18 +546,27 @@ def refusal_reason(exc: BaseException) -> str:
     reason = re.sub(r"^.*?[\w/.-]+\.(?:h|cc|cpp):\d+ [^()]*\([^()]*\)\s*", "", lines[-1] if lines else "")
     # whole: its end names what the runtime supports ("Current official support for domain ai.onnx is
     # till opset 28")
-    return reason.removeprefix("[ONNXRuntimeError] : ")
+    # and ONNX Runtime's status code ("1 : FAIL : "), which says nothing a reader acts on
+    return re.sub(r"^\d+ : [A-Z_]+ : ", "", reason.removeprefix("[ONNXRuntimeError] : "))
 
 
-def refused_graph(path: Path, runtime: str, exc: BaseException, log: Callable[[str], None] | None) -> None:
+def refused_graph(
+    path: Path,
+    runtime: str,
+    exc: BaseException,
+    log: Callable[[str], None] | None,
+    *,
+    reason: str | None = None,
+) -> None:
     """Remove the cached graph at `path` that the installed `runtime` refused (one made by another version
     of it, in a cache shared between installs), so it is made again as a missing one is, named in one line
     on `log`; where the cache takes no change, ModelLoadError naming the file and the fix. Where `exc` is
     this process's own failure to open it (`graph_refused` is False), the graph is left and the
-    ModelLoadError names the cause (`open_failure`)."""
-    if not graph_refused(exc):
+    ModelLoadError names the cause (`open_failure`). A `reason` given says why the graph is refused where
+    `exc`'s words cannot (OpenVINO's IR version)."""
+    if reason is None and not graph_refused(exc):
         raise open_failure(path, runtime, exc) from None
-    said = f"the installed {runtime} cannot open the cached graph {path} ({refusal_reason(exc)})"
+    said = f"the installed {runtime} cannot open the cached graph {path} ({reason or refusal_reason(exc)})"
     try:
         path.unlink(missing_ok=True)
     except OSError:

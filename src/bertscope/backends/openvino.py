@@ -364,7 +364,11 @@ def _read(
     try:
         return core.read_model(str(path))
     except RuntimeError as exc:
-        if not graph_refused(exc):
+        # OpenVINO says "Unable to read the model" alike for an IR of another version and for a file limit:
+        # the IR's own version tells them apart, where bertscope can make it again
+        version = _ir_version(path) if made_again is not None else None
+        other = version is not None and version != OV_IR_VERSION
+        if not other and not graph_refused(exc):
             raise open_failure(path, "OpenVINO", exc) from None
         if made_again is None:
             raise ModelLoadError(
@@ -372,7 +376,8 @@ def _read(
                 "it is left for ONNX Runtime, which reads it too: use backend='onnxruntime', or upgrade "
                 "OpenVINO: pip install -U 'bertscope[openvino]'"
             ) from None
-        refused_graph(path, "OpenVINO", exc, log)
+        why = f"its IR version {version}, where this OpenVINO writes {OV_IR_VERSION}" if other else None
+        refused_graph(path, "OpenVINO", exc, log, reason=why)
     assert made_again is not None
     again = made_again()
     try:
@@ -384,6 +389,25 @@ def _read(
             f"the installed OpenVINO cannot read the graph {again}, made just now ({refusal_reason(exc)}); "
             "reinstall it: pip install --force-reinstall 'bertscope[openvino]'"
         ) from None
+
+
+# The IR version (`<net ... version="11">`) the installed OpenVINO (2026.4) writes: a constant, as reading
+# it from a model this OpenVINO saves would cost a save at every open
+OV_IR_VERSION = 11
+
+
+def _ir_version(path: Path) -> int | None:
+    """The IR version in the head of the OpenVINO xml at `path` (its `<net>` element's `version`); None for
+    another file, one without it, or one this process cannot read."""
+    if path.suffix != ".xml":
+        return None
+    try:
+        with path.open("rb") as file:
+            head = file.read(4096)  # the <net> element opens the file: a bounded read
+    except OSError:  # the limit that failed the open fails this read too: not the graph's version
+        return None
+    found = re.search(rb'<net\b[^>]*?\bversion="(\d+)"', head)
+    return int(found.group(1)) if found is not None else None
 
 
 def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) -> Path:
