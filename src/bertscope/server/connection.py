@@ -36,13 +36,18 @@ half-closed instead (the answer and a FIN go out), and what the client still sen
 until it closes, for at most `LINGER_S` seconds in all and `LINGER_IDLE_S` seconds without a byte
 (nginx's `lingering_time` and `lingering_timeout`). A lingering connection no longer counts against
 `--max-connections` or its address's share (a client refused again and again must not lock others out
-by its refusals), and at most a quarter of the cap linger at once (past that one is closed at once, as
-before), so lingering holds a bounded number of file descriptors for a bounded time.
+by its refusals), and at most a quarter of the cap linger at once, one address at most its
+`--connection-share` of them (past either, the longest lingering connection of the address over its
+share, or of the address holding the most, is closed to make room: one address's refusals cannot keep
+others' answers from being read), so lingering holds a bounded number of file descriptors for a bounded
+time. Once the server is shutting down, a close lingers at most `STOPPING_LINGER_S` (uvicorn waits for
+every connection to close, with no timeout).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any, cast
@@ -74,8 +79,13 @@ CONNECTION_ANSWERED = "bertscope.connection_answered"
 # reads); 30 s is 37 MB at 10 Mbit/s. One that stops sending is closed within 5 s.
 LINGER_S = 30.0
 LINGER_IDLE_S = 5.0
+# A connection that starts lingering once the server is shutting down lingers at most this long: uvicorn
+# waits for every connection to close, with no timeout of its own.
+STOPPING_LINGER_S = 1.0
 # The client's states in which it may still be sending: a body not read to its end, a request h11 refused.
 _MAY_SEND = (h11.SEND_BODY, h11.ERROR)
+# The order connections began lingering in: the longest lingering one is closed first to make room.
+_LINGER_ORDER = itertools.count()
 
 
 class _Dripped(Exception):
@@ -180,6 +190,7 @@ class HeadTimedH11Protocol(H11Protocol):
     busy_peer: bytes = b""
     lingering: set[HeadTimedH11Protocol] | None = None  # this server's lingering connections
     max_lingering: int = 0
+    max_peer_lingering: int | None = None  # one address's share of them (None: no share)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -192,6 +203,9 @@ class HeadTimedH11Protocol(H11Protocol):
         self._linger_until = 0.0  # the loop's time a lingering connection closes at the latest
         self._linger_heard = 0.0  # the loop's time it last read a byte
         self.lingering_now = False
+        self._linger_peer: str | None = None  # the client address it lingers for (its slot's owner)
+        self._linger_order = 0
+        self._stopping = False  # the server is shutting down: a close lingers at most STOPPING_LINGER_S
         size = self.config.h11_max_incomplete_event_size
         self.conn = _CountedConnection(h11.SERVER) if size is None else _CountedConnection(h11.SERVER, size)
 
@@ -259,30 +273,67 @@ class HeadTimedH11Protocol(H11Protocol):
         if self.metrics is not None:
             self.metrics.count_connections(self._open())
 
+    def shutdown(self) -> None:
+        """uvicorn's graceful shutdown; a close from now on lingers at most `STOPPING_LINGER_S`."""
+        self._stopping = True
+        super().shutdown()
+
     def linger(self) -> None:
         """Close as nginx's lingering close: half-close (what was written, then a FIN), then read and drop
         what the client still sends until it closes, `LINGER_S` seconds pass or `LINGER_IDLE_S` pass with
-        no byte. The
-        connection stops counting against the cap and its address's share; past `max_lingering` lingering
-        connections (or where the transport cannot half-close), it is closed at once."""
+        no byte (`STOPPING_LINGER_S` once the server is shutting down). The connection stops counting
+        against the cap and its address's share. At most `max_lingering` linger, one address at most
+        `max_peer_lingering` of them: past either, the longest lingering connection of the address over
+        its share, or of the address holding the most, is closed to make room (where the transport cannot
+        half-close, this one is closed at once)."""
         lingering = self.lingering
         if (
             lingering is None
-            or len(lingering) >= self.max_lingering
+            or self.max_lingering < 1
             or self._raw.is_closing()
             or not self._raw.can_write_eof()
         ):
             self._raw.close()
             return
+        peer = self.client[0] if self.client else None
+        self._make_room(lingering, peer)
         self.lingering_now = True
+        self._linger_peer = peer
+        self._linger_order = next(_LINGER_ORDER)
         lingering.add(self)
         self._release_peer()
         self._disarm()
         self._raw.write_eof()  # the FIN follows what is written; the client reads the answer, then its end
         self._raw.resume_reading()  # uvicorn may have paused reading a body it had no room for
         self._linger_heard = self.loop.time()
-        self._linger_until = self._linger_heard + LINGER_S
-        self._linger_timer = self.loop.call_later(LINGER_IDLE_S, self._linger_check)
+        self._linger_until = self._linger_heard + (STOPPING_LINGER_S if self._stopping else LINGER_S)
+        self._linger_timer = self.loop.call_at(
+            min(self._linger_heard + LINGER_IDLE_S, self._linger_until), self._linger_check
+        )
+
+    def _make_room(self, lingering: set[HeadTimedH11Protocol], peer: str | None) -> None:
+        """Close lingering connections until this one fits: a new answer is delivered, and one address
+        cannot hold every slot and so keep others' answers from lingering (and being read)."""
+        while True:
+            mine = [other for other in lingering if other._linger_peer == peer]
+            if self.max_peer_lingering is not None and len(mine) >= self.max_peer_lingering:
+                held = mine  # over its own share: its own longest lingering goes
+            elif len(lingering) >= self.max_lingering:
+                counts = Counter(other._linger_peer for other in lingering)
+                most = max(counts.values())
+                held = [other for other in lingering if counts[other._linger_peer] == most]
+            else:
+                return
+            min(held, key=lambda other: other._linger_order)._end_linger()
+
+    def _end_linger(self) -> None:
+        """Close a lingering connection now, its slot freed at once (its `connection_lost` comes later)."""
+        if self.lingering is not None:
+            self.lingering.discard(self)
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        self._raw.close()
 
     def _linger_check(self) -> None:
         """Close a lingering connection idle for `LINGER_IDLE_S` or open for `LINGER_S`; else check again
@@ -384,6 +435,8 @@ def uvicorn_config(
         "peers": Counter(),  # this server's own: the connections open per client address
         "lingering": set(),  # this server's own: the connections closing as nginx's lingering close
         "max_lingering": max(1, cap // 4),
+        # an address's share of the lingering slots too, so its refusals cannot crowd out others' answers
+        "max_peer_lingering": None if share >= 1 else peer_cap(max(1, cap // 4), share),
         "metrics": None if service is None else service.batcher.metrics,
         "busy": busy_answer(cap),
         "busy_peer": busy_answer(cap, share=share),

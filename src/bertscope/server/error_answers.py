@@ -99,8 +99,9 @@ _OPENAI_FIELDS = frozenset(OpenAIRequest.model_fields) | frozenset(ELSEWHERE)
 # A message's leading field name, as most lines here start ("dimensions: 100000 is more than ...", "input
 # is null: ..."), or the key a body gave twice ("body: duplicate field `input`: ...").
 _LEADING_FIELD = re.compile(r"^(?:body: duplicate field `([a-z_]+)`|([a-z_]+)(?:[:.,\[]| is ))")
-# A text's error names it by its place ("text 0 is empty: ..."): on /v1/embeddings the texts are `input`'s.
-_TEXT = re.compile(r"^texts? \d")
+# A text's error names it by its place ("text 0 is empty: ..."), or says none came ("no texts given: ..."):
+# on /v1/embeddings the texts are `input`'s.
+_TEXT = re.compile(r"^(?:texts? \d|no texts given\b)")
 
 
 def openai_param(message: str) -> str | None:

@@ -274,11 +274,12 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 def _reads_body(scope: Scope) -> bool:
     """Whether a route of the app takes this request's method and path and so reads its body: a body no
-    route reads must not hide the router's 404 or 405 (or GET /health's 200)."""
+    route reads must not hide the router's 404 or 405 (or GET /health's 200). Only a route naming its
+    methods counts: a mount (the static files) matches its path for every method and reads no body."""
     app = scope.get("app")  # Starlette's app notes itself in the scope before its middleware runs
     if scope["method"] not in _BODY_METHODS or app is None:
         return scope["method"] in _BODY_METHODS
-    return any(route.matches(scope)[0] is Match.FULL for route in app.routes)
+    return any(getattr(r, "methods", None) and r.matches(scope)[0] is Match.FULL for r in app.routes)
 
 
 def _head_as_get(scope: Scope, send: Send) -> tuple[Scope, Send]:
