@@ -199,3 +199,21 @@ def test_an_empty_openai_input_names_it_in_param(bundled: bertscope.Model) -> No
         refused = client.post("/v1/embeddings", json={"input": []})
     assert refused.status_code == 400, refused.text
     assert refused.json()["error"]["param"] == "input", refused.json()
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        (b'{"input": "a", "user": {"input": 1, "input": 2}}', "user"),  # was "input": a key of user's
+        (b'{"input": "a", "user": [{"k": 1, "k": 2}]}', "user"),
+        (b'{"input": "a", "input": "b"}', "input"),
+    ],
+)
+def test_a_key_given_twice_is_named_by_the_field_holding_it(
+    bundled: bertscope.Model, body: bytes, param: str
+) -> None:
+    with TestClient(create_app(bundled)) as client:
+        refused = client.post("/v1/embeddings", content=body, headers={"content-type": "application/json"})
+    assert refused.status_code in (400, 422), refused.text
+    assert "duplicate field" in refused.json()["error"]["message"]
+    assert refused.json()["error"]["param"] == param, refused.json()

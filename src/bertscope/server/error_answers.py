@@ -33,6 +33,7 @@ string (context_length_exceeded, invalid_api_key, rate_limit_exceeded) or null, 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from typing import Any
 
@@ -57,6 +58,7 @@ __all__ = [
     "AnswerTooLarge",
     "EmptyInputs",
     "add_error_handlers",
+    "duplicate_param",
     "error_response",
     "openai_param",
     "other_names",
@@ -112,6 +114,41 @@ def openai_param(message: str) -> str | None:
     found = _LEADING_FIELD.match(message)
     field = found and (found.group(1) or found.group(2))
     return field if field and field in _OPENAI_FIELDS else None
+
+
+class _Object(dict[str, Any]):
+    """A JSON object as parsed, noting whether a key was given twice in it or in anything it holds."""
+
+    twice: str | None = None  # the key given twice in this object itself
+    holds_twice = False
+
+
+def _noted(pairs: list[tuple[str, Any]]) -> _Object:
+    found = _Object(pairs)
+    keys = [key for key, _ in pairs]
+    found.twice = next((key for i, key in enumerate(keys) if key in keys[:i]), None)
+    found.holds_twice = found.twice is not None or any(_holds_twice(value) for _, value in pairs)
+    return found
+
+
+def _holds_twice(value: Any) -> bool:
+    if isinstance(value, _Object):
+        return value.holds_twice
+    return isinstance(value, list) and any(_holds_twice(item) for item in value)
+
+
+def duplicate_param(body: bytes) -> str | None:
+    """OpenAI's `param` for a body with a key given twice: that key where the body's object gives it twice,
+    else the body's field holding the object that does (a nested key is no field of the body)."""
+    try:
+        parsed = json.loads(body, object_pairs_hook=_noted)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(parsed, _Object):
+        return None
+    if parsed.twice is not None:
+        return parsed.twice
+    return next((key for key, value in parsed.items() if _holds_twice(value)), None)
 
 
 def error_response(

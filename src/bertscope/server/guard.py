@@ -19,7 +19,7 @@ from starlette.routing import Match
 from .answers import ANSWERS, HeldAnswers, hold_answer
 from .bodies import PEER, BodyBudget, BodyRefused, ClientLeft, reading, release_when_idle
 from .connection import CONNECTION_ANSWERED
-from .error_answers import error_response
+from .error_answers import duplicate_param, error_response
 from .metrics import Metrics
 from .settings import ServerSettings
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
@@ -172,7 +172,13 @@ class Guard:
                     refused = (415, wrong_type) if wrong_type else await tei_body_refusal(body)
                 if refused is not None:
                     status, message = refused
-                    await error_response(path, status, message, tei_type="Validation")(scope, receive, send)
+                    # the message names the key given twice, which may sit inside another field
+                    param = (
+                        duplicate_param(body) if _DUPLICATE in message and path.startswith("/v1/") else None
+                    )
+                    await error_response(path, status, message, tei_type="Validation", param=param)(
+                        scope, receive, send
+                    )
                     return
                 await self._answer(scope, body, receive, send)
         except BodyRefused as refused:
@@ -270,6 +276,9 @@ def _refused_answer(path: str, refused: BodyRefused) -> JSONResponse:
 
 # The methods whose routes read a JSON body.
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+_DUPLICATE = "body: duplicate field `"
 
 
 def _reads_body(scope: Scope) -> bool:
