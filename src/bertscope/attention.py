@@ -23,7 +23,7 @@ import numpy as np
 
 from .core._enums import LongText
 from .core.tokens import Text, Tokens, check_texts, one_text_or_pair, pad_batch, say_cut
-from .errors import BackendUnavailable, BertscopeError, InvalidInput, ModelLoadError
+from .errors import BackendUnavailable, BertscopeError, InvalidInput
 from .research.states import layered
 
 if TYPE_CHECKING:
@@ -171,51 +171,19 @@ def _graph_session(model: Encoder) -> Any:
 
 
 def _opened_graph(model: Encoder, digest: str) -> Any:
-    """A session on `model`'s attention graph, exported now where it is not cached. A cached graph the
-    installed ONNX Runtime refuses (made by another version, in a cache shared between installs) is removed
-    and exported again with a one-line note, as the export's own graph is (backends/onnx.py `_opened`);
-    where the cache takes no change, or the graph made again is refused too, a ModelLoadError. A graph gone
-    between the check and the open (`graph_missing`: another process's cache --clear) is exported again as
-    a missing one is, once."""
-    from .backends.onnx import (
-        export_onnx,
-        graph_missing,
-        graph_refused,
-        left_cache,
-        open_failure,
-        open_session,
-        refusal_reason,
-        refused_graph,
-        require_onnxruntime,
-        runtime_refusals,
-    )
+    """A session on `model`'s attention graph, exported now where it is not cached; a cached one the
+    installed ONNX Runtime refuses, or one gone between the check and the open, is exported again as the
+    export's own graph is (backends/onnx.py `opened_graph`)."""
+    from .backends.onnx import export_onnx, open_session, opened_graph, require_onnxruntime, runtime_refusals
     from .core.encoder import stderr
-
-    refusals = runtime_refusals(require_onnxruntime())
 
     def exported() -> Path:
         return export_onnx(lambda: model.hf_model, model.family, digest=digest, attentions=True, log=stderr)
 
-    path, gone, refused = exported(), False, False
-    while True:  # opened here, not in a helper: tests tell the attention graph's opens by this frame
-        try:
-            return open_session(str(path))
-        except refusals as exc:
-            if graph_missing(exc):  # gone between check and open: exported again as a missing one is
-                if gone:
-                    raise left_cache(path) from None
-                gone = True
-            elif not refused:
-                refused = True
-                refused_graph(path, "ONNX Runtime", exc, stderr)  # the note every refused graph gets
-            elif not graph_refused(exc):  # a file or memory limit of this process: no reinstall fixes it
-                raise open_failure(path, "ONNX Runtime", exc) from None
-            else:
-                raise ModelLoadError(
-                    f"the installed ONNX Runtime cannot open the graph {path}, made just now "
-                    f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
-                ) from None
-        path = exported()
+    refusals = runtime_refusals(require_onnxruntime())
+    return opened_graph(
+        exported(), lambda graph: open_session(str(graph)), refusals, exported, find=exported, log=stderr
+    )
 
 
 def _missed_here(model: Encoder, graph: Path) -> bool:

@@ -68,6 +68,7 @@ __all__ = [
     "calibration_texts",
     "model_hash",
     "open_session",
+    "opened_graph",
     "require_onnxruntime",
     "graph_refused",
     "open_failure",
@@ -257,49 +258,13 @@ class OnnxRunner:
 
     def _opened(
         self, path: Path, made_again: Callable[[], Path] | None, source: Path | None = None, *,
-        find: Callable[[], Path], gone: bool = False,
+        find: Callable[[], Path],
     ) -> Any:  # fmt: skip
-        """A session on the cached graph at `path`; where the installed ONNX Runtime refuses it (a graph
-        made by another version, in a cache shared between installs), it is removed (`refused_graph`) and
-        made again by `made_again` and opened once more; without `made_again` (an int8 graph, whose
-        calibration runs the forward this runner answers), a ModelLoadError says to load again, and the
-        int8 export `source` that `path` was cut from (its opset) is removed too, or the next load would cut
-        the same refused graph from it. A failure of this process's own (a file or memory limit) leaves
-        the graph and is said in one line (`open_failure`). A file gone between the check and the open
-        (`graph_missing`) is made again by `find` as a missing one is, once (`gone`: already once)."""
-        try:
-            return self._session(str(path))
-        except runtime_refusals(self.ort) as exc:
-            if graph_missing(exc):
-                if gone:
-                    raise left_cache(path) from None
-                return self._opened(find(), made_again, source, find=find, gone=True)
-            refused_graph(path, "ONNX Runtime", exc, self.log if made_again is not None else None)
-            if made_again is None:
-                also = ""
-                if source is not None:
-                    with contextlib.suppress(OSError):  # the cut's removal took: so does this, but for a race
-                        source.unlink(missing_ok=True)
-                    also = f" with the int8 export {source.name} it was cut from"
-                raise ModelLoadError(
-                    f"the installed ONNX Runtime cannot open the cached graph {path} "
-                    f"({refusal_reason(exc)}); it is removed{also}, to be made again at the next load: load "
-                    "the model again (restart the server)"
-                ) from None
-        again = made_again()
-        try:
-            return self._session(str(again))
-        except runtime_refusals(self.ort) as exc:
-            if graph_missing(exc):  # made again, then cleared by another process: not the runtime's fault
-                if gone:
-                    raise left_cache(again) from None
-                return self._opened(find(), made_again, source, find=find, gone=True)
-            if not graph_refused(exc):
-                raise open_failure(again, "ONNX Runtime", exc) from None
-            raise ModelLoadError(
-                f"the installed ONNX Runtime cannot open the graph {again}, made just now "
-                f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
-            ) from None
+        """A session on the cached graph at `path` (`opened_graph`), this runner's inputs read from it."""
+        return opened_graph(
+            path, lambda graph: self._session(str(graph)), runtime_refusals(self.ort), made_again,
+            find=find, log=self.log, source=source,
+        )  # fmt: skip
 
     def _exported_again(self) -> Path:
         """The float32 export made again (removed by `refused_graph`), where this runner can make it."""
@@ -468,6 +433,57 @@ def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any
     return ort.InferenceSession(
         model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
     )
+
+
+def opened_graph(
+    path: Path, open_graph: Callable[[Path], Any], refusals: tuple[type[BaseException], ...],
+    made_again: Callable[[], Path] | None, *, find: Callable[[], Path], log: Callable[[str], None] | None,
+    source: Path | None = None, gone: bool = False,
+) -> Any:  # fmt: skip
+    """`open_graph(path)` on a cached graph (the export's, a cut of it, the attention graph); where the
+    installed ONNX Runtime refuses it (a graph made by another version, in a cache shared between
+    installs), it is removed (`refused_graph`), made again by `made_again` and opened once more; without
+    `made_again` (an int8 graph, whose calibration runs the forward the runner answers), a ModelLoadError
+    says to load again, and the int8 export `source` that `path` was cut from (its opset) is removed too,
+    or the next load would cut the same refused graph from it. A failure of this process's own (a file or
+    memory limit) leaves the graph and is said in one line (`open_failure`). A file gone between the check
+    and the open (`graph_missing`) is made again by `find` as a missing one is, once (`gone`: already
+    once). `refusals` are `runtime_refusals` of the onnxruntime module."""
+    try:
+        return open_graph(path)
+    except refusals as exc:
+        if graph_missing(exc):
+            if gone:
+                raise left_cache(path) from None
+            return opened_graph(find(), open_graph, refusals, made_again, find=find, log=log, source=source,
+                                gone=True)  # fmt: skip
+        refused_graph(path, "ONNX Runtime", exc, log if made_again is not None else None)
+        if made_again is None:
+            also = ""
+            if source is not None:
+                with contextlib.suppress(OSError):  # the cut's removal took: so does this, but for a race
+                    source.unlink(missing_ok=True)
+                also = f" with the int8 export {source.name} it was cut from"
+            raise ModelLoadError(
+                f"the installed ONNX Runtime cannot open the cached graph {path} "
+                f"({refusal_reason(exc)}); it is removed{also}, to be made again at the next load: load "
+                "the model again (restart the server)"
+            ) from None
+    again = made_again()
+    try:
+        return open_graph(again)
+    except refusals as exc:
+        if graph_missing(exc):  # made again, then cleared by another process: not the runtime's fault
+            if gone:
+                raise left_cache(again) from None
+            return opened_graph(find(), open_graph, refusals, made_again, find=find, log=log, source=source,
+                                gone=True)  # fmt: skip
+        if not graph_refused(exc):
+            raise open_failure(again, "ONNX Runtime", exc) from None
+        raise ModelLoadError(
+            f"the installed ONNX Runtime cannot open the graph {again}, made just now "
+            f"({refusal_reason(exc)}); reinstall it: pip install --force-reinstall 'bertscope[onnx]'"
+        ) from None
 
 
 def runtime_refusals(ort: Any) -> tuple[type[BaseException], ...]:
