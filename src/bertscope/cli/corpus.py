@@ -303,14 +303,14 @@ def _store_model(
     folder whose files are not the store's model's is refused before it loads (seconds, an export), in
     the words the load without run options refuses it (`occurrences`: a token store, named by its model,
     layers and combine)."""
-    from ..io.occurrences import _made
+    from ..io.occurrences import token_store_made
     from ..io.query import refuse_other_folder
     from ..io.stores import open_store
     from .app import load_model
 
     opened = open_store(store, collection=collection)
     settings = opened.settings
-    made = _made(opened) if occurrences else None
+    made = token_store_made(opened) if occurrences else None
     refuse_other_folder(settings, model or settings.get("model_arg"), path=store, made=made)
     return load_model(
         model or settings.get("model_arg"),

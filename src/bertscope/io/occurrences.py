@@ -55,6 +55,7 @@ __all__ = [
     "search_occurrences",
     "occurrence_vectors",
     "token_store",
+    "token_store_made",
 ]
 
 _SNIPPET = 40
@@ -146,7 +147,8 @@ def search_occurrences(
     m = None
     if context is not None:
         # the context cut as the stored rows were; a folder of other files refused before it loads
-        m = model_for(opened.settings, model, store_limit=True, path=opened.path, made=_made(opened))
+        made = token_store_made(opened)
+        m = model_for(opened.settings, model, store_limit=True, path=opened.path, made=made)
         _check_same(opened, m, layers)
         _one_word(word, m)  # before the context: a word the tokenizer splits is in no context either
     query, span, dropped = (
@@ -502,7 +504,7 @@ def _check_same(store: Store, model: Any, layers: Any) -> None:
     from ..core.layers import parse_layers
 
     settings = store.settings
-    made = _made(store)
+    made = token_store_made(store)
     same_model(settings, model, path=store.path, made=made)
     if layers is not None and list(parse_layers(layers, model.n_layers)) != list(settings["layers"]):
         raise CorpusError(
@@ -511,7 +513,7 @@ def _check_same(store: Store, model: Any, layers: Any) -> None:
         )
 
 
-def _made(store: Store) -> str:
+def token_store_made(store: Store) -> str:
     """What a token store was made with, as a refusal of another model or layers names it."""
     settings = store.settings
     return f"{settings.get('model')}, layers {settings.get('layers')}, combine {settings.get('combine')}"
