@@ -23,7 +23,7 @@ from .error_answers import duplicate_param, error_response
 from .metrics import Metrics
 from .settings import ServerSettings
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
-from .validation import not_json, not_utf8, route_path
+from .validation import body_pending, not_json, not_utf8, route_path
 
 __all__ = ["DOCS_ASSETS", "Guard", "OPEN_PATHS"]
 
@@ -140,16 +140,15 @@ class Guard:
             _OPEN_PREFIXES
         )
         declared = headers.get("content-length", "")
-        unread = _CLOSE if declared not in ("", "0") or "transfer-encoding" in headers else {}
+        pending = body_pending(headers)
+        unread = _CLOSE if pending else {}
         if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
             response = error_response(path, 401, message, headers={"WWW-Authenticate": "Bearer", **unread})
             await response(scope, receive, send)
             return
         encoding = headers.get("content-encoding", "").strip()
-        if encoding.lower() not in ("", "identity") and (
-            declared not in ("", "0") or "transfer-encoding" in headers
-        ):
+        if encoding.lower() not in ("", "identity") and pending:
             message = (
                 f"body: sent with Content-Encoding: {encoding}, which the service does not read; send it "
                 "uncompressed (no Content-Encoding)"

@@ -19,7 +19,7 @@ from starlette.datastructures import Headers
 
 from ..errors import InvalidSpec
 from .error_answers import error_response
-from .validation import route_path
+from .validation import body_pending, route_path
 
 __all__ = ["LOOPBACK", "LoopbackHosts", "allowed_host", "guard_loopback"]
 
@@ -76,8 +76,7 @@ class LoopbackHosts:
                     "NAME"
                 )
                 # refused before its body is read: the connection closes rather than read the body through
-                pending = headers.get("content-length", "") not in ("", "0") or "transfer-encoding" in headers
-                closing = {"Connection": "close"} if pending else None
+                closing = {"Connection": "close"} if body_pending(headers) else None
                 await error_response(route_path(scope), 400, message, headers=closing)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

@@ -25,6 +25,7 @@ import json
 import math
 import re
 import types
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -33,7 +34,7 @@ from fastapi.encoders import jsonable_encoder
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["NOT_UTF8", "Shape", "not_json", "not_utf8", "readable", "route_path"]
+__all__ = ["NOT_UTF8", "Shape", "body_pending", "not_json", "not_utf8", "readable", "route_path"]
 
 _JSON_FIX = "send Content-Type: application/json"
 # The one line for a body that is not UTF-8, on every route (TEI's and OpenAI's parsers read UTF-8 only).
@@ -61,6 +62,12 @@ _TEXT = {"layers": 'a layer spec such as "-4:"'}
 _OWN_LINES = ("field_elsewhere", "one_name")
 # `<LongText.TRUNCATE: 'truncate'>`, pydantic's words for an enum member in a Literal: `'truncate'`.
 _MEMBER = re.compile(r"<\w+\.\w+: ('[^']*')>")
+
+
+def body_pending(headers: Mapping[str, str]) -> bool:
+    """Whether a request's headers announce a body (a Content-Length over 0, or chunked): an answer given
+    before it is read closes the connection."""
+    return headers.get("content-length", "") not in ("", "0") or "transfer-encoding" in headers
 
 
 def not_json(content_type: str | None) -> str | None:
