@@ -264,11 +264,7 @@ class HeadTimedH11Protocol(H11Protocol):
         self._disarm()
         self._stop_send_clock()
         self._release_peer()
-        if self._linger_timer is not None:
-            self._linger_timer.cancel()
-            self._linger_timer = None
-        if self.lingering is not None:
-            self.lingering.discard(self)
+        self._stop_linger()
         super().connection_lost(exc)
         if self.metrics is not None:
             self.metrics.count_connections(self._open())
@@ -328,12 +324,16 @@ class HeadTimedH11Protocol(H11Protocol):
 
     def _end_linger(self) -> None:
         """Close a lingering connection now, its slot freed at once (its `connection_lost` comes later)."""
+        self._stop_linger()
+        self._raw.close()
+
+    def _stop_linger(self) -> None:
+        """Free this connection's lingering slot and stop its clock (none where it does not linger)."""
         if self.lingering is not None:
             self.lingering.discard(self)
         if self._linger_timer is not None:
             self._linger_timer.cancel()
             self._linger_timer = None
-        self._raw.close()
 
     def _linger_check(self) -> None:
         """Close a lingering connection idle for `LINGER_IDLE_S` or open for `LINGER_S`; else check again
@@ -425,6 +425,7 @@ def uvicorn_config(
     open_files = raise_open_file_limit()  # before the first connection: every one takes a descriptor
     cap = settings.max_connections or default_max_connections(open_files)
     share = settings.connection_share
+    lingering = max(1, cap // 4)  # connections closing as nginx's lingering close, at most
     service = getattr(app.state, "service", None)
     fitted: dict[str, Any] = {
         "head_timeout": settings.header_timeout_s,
@@ -434,9 +435,9 @@ def uvicorn_config(
         "max_peer_connections": None if share >= 1 else peer_cap(cap, share),
         "peers": Counter(),  # this server's own: the connections open per client address
         "lingering": set(),  # this server's own: the connections closing as nginx's lingering close
-        "max_lingering": max(1, cap // 4),
+        "max_lingering": lingering,
         # an address's share of the lingering slots too, so its refusals cannot crowd out others' answers
-        "max_peer_lingering": None if share >= 1 else peer_cap(max(1, cap // 4), share),
+        "max_peer_lingering": None if share >= 1 else peer_cap(lingering, share),
         "metrics": None if service is None else service.batcher.metrics,
         "busy": busy_answer(cap),
         "busy_peer": busy_answer(cap, share=share),
