@@ -126,7 +126,7 @@ class PostProcessor:
         fitted = self.settings.get("spec")
         if not fitted:
             return
-        keys = ["layers", "combine", "pooling", "mask_special", "normalize"]
+        keys = ("layers", "combine", "pooling", "mask_special", "normalize")
         differ = [
             k
             for k in keys
@@ -216,12 +216,9 @@ def _abtt_spanned(x: np.ndarray, rank: int, count: int, default: bool, name: str
     """abtt's count where `count` passes the `rank` the vectors span: the rank, with a warning, where the
     count is the default (as PCA keeps what the texts span); InvalidSpec where the caller asked it."""
     distinct = _distinct(x, rank)
-    why = (
-        f"{_texts(x, distinct)} span {rank} directions (centring costs one)"
-        if rank >= distinct - 1
-        else f"they span {rank}: {x.shape[1] - rank} of their {x.shape[1]} directions are constant (as some "
-        "LayerNorm output dimensions are)"
-    )
+    too_few_texts = rank >= distinct - 1
+    why = _short_of(x, rank, distinct, too_few_texts)
+    why = why if too_few_texts else f"they span {rank}: {why}"
     said = f"abtt removes only directions the fitting vectors span, and {why}"
     if default:
         warnings.warn(
@@ -601,12 +598,7 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
     # PCA keeps what the texts span when they are too few too: it only rotates, where whitening would
     # divide by the missing directions' zero variance
     if dim is None and rank < k and (not too_few_texts or kind is PostKind.PCA):
-        why = (
-            f"{texts} span {rank} directions (centring costs one)"
-            if too_few_texts
-            else f"{x.shape[1] - rank} of their {x.shape[1]} directions are constant (as some LayerNorm "
-            "output dimensions are)"
-        )
+        why = _short_of(x, rank, distinct, too_few_texts)
         warnings.warn(
             f"{kind.value} to {rank} dimensions, all the fitting vectors span: {why}; "
             "pass dim to choose fewer",
@@ -657,6 +649,16 @@ def _distinct(x: np.ndarray, rank: int) -> int:
         if len(seen) > rank + 1:
             break
     return len(seen)
+
+
+def _short_of(x: np.ndarray, rank: int, distinct: int, too_few_texts: bool) -> str:
+    """Why the fitting vectors span only `rank` directions: too few (distinct) texts, or constant ones."""
+    if too_few_texts:
+        return f"{_texts(x, distinct)} span {rank} directions (centring costs one)"
+    return (
+        f"{x.shape[1] - rank} of their {x.shape[1]} directions are constant (as some LayerNorm output "
+        "dimensions are)"
+    )
 
 
 def _distinct_said(x: np.ndarray, distinct: int) -> str:
