@@ -198,18 +198,14 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     (read-only media, or a folder this user may not write), where a WAL store cannot have them made, a
     finished store is opened immutable (`_immutable`)."""
     file = Path(path).resolve()
-    try:
-        # bound at import: a reader always opens its own connection by URI
-        db = _sqlite_connect(f"{file.as_uri()}?mode=rw", uri=True)
-        db.execute("PRAGMA query_only = ON")
-    except sqlite3.Error as exc:
-        raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
+    db = _query_only(file, path, "mode=rw")
     try:
         db.execute("PRAGMA user_version").fetchone()  # the first read: where a WAL store makes its -shm
     except sqlite3.Error as exc:
         # anything else (a damaged file included) is the file's or the machine's: said by `schema_tables`
         # below (`unopened`), which reads the same pragma
-        if _no_shm(exc) and not _folder_writable(file.parent):
+        # a folder files cannot be made in (a read-only mount says no even to root)
+        if _no_shm(exc) and not os.access(file.parent, os.W_OK):
             db.close()
             db = _immutable(file, path)
     version, tables = schema_tables(db, path, writing=False)
@@ -235,9 +231,16 @@ def _no_shm(exc: sqlite3.Error) -> bool:
     return name == "SQLITE_CANTOPEN" or name.startswith("SQLITE_READONLY")
 
 
-def _folder_writable(folder: Path) -> bool:
-    """Whether files can be made in `folder` (a read-only mount says no even to root)."""
-    return os.access(folder, os.W_OK)
+def _query_only(file: Path, path: str | Path, mode: str) -> sqlite3.Connection:
+    """A query-only connection to the store `file` (named `path`) opened by URI with `mode`; CorpusError
+    where SQLite cannot open it."""
+    try:
+        # bound at import: a reader always opens its own connection by URI
+        db = _sqlite_connect(f"{file.as_uri()}?{mode}", uri=True)
+        db.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
+    return db
 
 
 def _immutable(file: Path, path: str | Path) -> sqlite3.Connection:
@@ -257,12 +260,7 @@ def _immutable(file: Path, path: str | Path) -> sqlite3.Connection:
             "writes not yet in the store, which a reader reads through a -shm file made beside it: copy the "
             "store with its -wal file to a folder you can write, then run again"
         ) from None
-    try:
-        db = _sqlite_connect(f"{file.as_uri()}?mode=ro&immutable=1", uri=True)
-        db.execute("PRAGMA query_only = ON")
-    except sqlite3.Error as again:
-        raise CorpusError(f"cannot read {path} ({again}); name a .db file bertscope wrote") from None
-    return db
+    return _query_only(file, path, "mode=ro&immutable=1")
 
 
 def schema_version(db: sqlite3.Connection) -> int:
