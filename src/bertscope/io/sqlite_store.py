@@ -344,28 +344,22 @@ class SqliteSink(Sink):
         """The line for a batch the file did not take: two jobs on one collection, a file this user cannot
         write, or the disk."""
         # Two jobs on one collection show as a lock or a clash of keys, a file or folder this user may not
-        # write as SQLITE_READONLY*; anything else is the disk's.
+        # write as SQLITE_READONLY*; anything else is the disk's. The collection comes with its first
+        # batch: before it, none of this job's is in the file (`abandon`).
+        kept = "the batches written before it are kept; " if self.created else "nothing was written to it: "
+        again = "resume=True (--resume)" if self.created else "run the same job again"
         if isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc):
             advice = (
                 "is another job writing it? Run one job per collection at a time, then resume=True (--resume)"
             )
         elif getattr(exc, "sqlite_errorname", "").startswith("SQLITE_READONLY"):
             # a file this user may read but not write (chmod 0444, another's), or its folder
-            kept = (
-                "the batches written before it are kept; " if self.created else "nothing was written to it: "
-            )
-            again = "resume=True (--resume)" if self.created else "run the same job again"
             advice = (
                 f"{kept}this user cannot write the file, or its folder, where SQLite makes its -wal and -shm "
                 f"files: make them writable (chmod u+w), or name another file, then {again}"
             )
-        elif self.created:
-            advice = (
-                "the batches written before it are kept; free the disk or lift the limit, then "
-                "resume=True (--resume)"
-            )
-        else:  # the collection comes with its first batch: none of this job's is in the file (`abandon`)
-            advice = "nothing was written to it: free the disk or lift the limit, then run the same job again"
+        else:
+            advice = f"{kept}free the disk or lift the limit, then {again}"
         return CorpusError(
             f"{self.path}: collection {self.name!r} could not take this batch ({exc}); {advice}"
         )
