@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         InvalidSpec,
         JobInterrupted,
         ModelLoadError,
+        NonFiniteVectors,
         TruncatedTextsWarning,
         UnknownOption,
         UnknownToken,
@@ -88,6 +89,7 @@ _LAZY = {
     "BertscopeError": ".errors",
     "CorpusError": ".errors",
     "InputTooLong": ".errors",
+    "NonFiniteVectors": ".errors",
     "InvalidInput": ".errors",
     "InvalidSpec": ".errors",
     "ModelLoadError": ".errors",
@@ -204,6 +206,7 @@ __all__ = [
     "InvalidInput",
     "UnknownToken",
     "InputTooLong",
+    "NonFiniteVectors",
     "CorpusError",
 ]
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .core._enums import Pooling
+from .core.finite import refuse_non_finite
 from .core.given import given_vectors
 from .core.loading import device_kind, require_torch
 from .core.prompts import Prompts
@@ -100,6 +101,7 @@ def encode(
             rows = model.token_vectors(items, resolve(model, asked).spec, bool(show_progress_bar))
         except InputTooLong as exc:
             raise _pair_too_long(exc) from None
+        refuse_non_finite([row.vectors for row in rows])
         warn_truncated([row.n_dropped for row in rows], model.max_tokens, _TOKENS_WINDOW)
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors

@@ -8,6 +8,7 @@ BertscopeError
 ├── InvalidInput              an empty text, a non-string item, an empty list
 │   ├── UnknownToken          a token or id that is not in the vocabulary
 │   └── InputTooLong          a text longer than the model allows, with long="error"
+├── NonFiniteVectors          vectors that came out holding NaN or infinity (a float16 overflow)
 ├── CorpusError               a corpus file that cannot be read, or a malformed line in it
 └── JobInterrupted            a corpus job stopped on Ctrl-C, every batch before the stop saved
 """
@@ -26,6 +27,7 @@ __all__ = [
     "InvalidInput",
     "UnknownToken",
     "InputTooLong",
+    "NonFiniteVectors",
     "CorpusError",
     "JobInterrupted",
     "Terminated",
@@ -70,6 +72,15 @@ class UnknownToken(InvalidInput, KeyError):
 
 class InputTooLong(InvalidInput):
     """A text has more tokens than the model's positions allow and long="error" was asked for."""
+
+
+class NonFiniteVectors(BertscopeError, FloatingPointError):
+    """Vectors came out holding NaN or infinity (a lower precision's overflow, a broken model): refused,
+    not returned. `bad` holds the positions of the texts whose vectors are not finite, of `n_texts`."""
+
+    def __init__(self, message: str, *, bad: tuple[int, ...] = (), n_texts: int = 0) -> None:
+        super().__init__(message)
+        self.bad, self.n_texts = bad, n_texts
 
 
 class CorpusError(BertscopeError):

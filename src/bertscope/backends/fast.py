@@ -552,7 +552,7 @@ def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarra
 
     def embed(texts: list[str]) -> np.ndarray:
         model.engine.runner = runner
-        return np.asarray(model.embed(texts, progress=False).vectors)
+        return np.asarray(model.vectors_as_they_come(texts))
 
     return embed
 

@@ -148,11 +148,14 @@ def fitted_drift(encoder: Any, runner: Any, texts: Sequence[str]) -> tuple[float
         warnings.simplefilter("ignore")  # a long calibration text cut at the model's limit is measured cut
         try:
             encoder.engine.runner = None
-            reference = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
+            reference = np.asarray(encoder.vectors_as_they_come(texts), dtype=np.float64)
         finally:
             encoder.engine.runner = runner
-        fitted = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
-    cos = (unit(reference, dtype=np.float64) * unit(fitted, dtype=np.float64)).sum(axis=1)
+        fitted = np.asarray(encoder.vectors_as_they_come(texts), dtype=np.float64)
+        cos = (unit(reference, dtype=np.float64) * unit(fitted, dtype=np.float64)).sum(axis=1)
+    # a vector that is not finite (an overflowed int8 graph) is as far from float32's as a cosine goes: it
+    # fails the bound, where a NaN would pass every comparison with it
+    cos = np.nan_to_num(cos, nan=-1.0, posinf=-1.0, neginf=-1.0)
     worst = int(cos.argmin())
     return float(cos[worst]), texts[worst]
 

@@ -255,6 +255,6 @@ def compare_modes(
 
 def _embedder(model: Any, options: dict[str, Any]) -> Embed:
     def embed(texts: list[str]) -> np.ndarray:
-        return np.asarray(model.embed(texts, progress=False, **options).vectors)
+        return np.asarray(model.vectors_as_they_come(texts, **options))
 
     return embed

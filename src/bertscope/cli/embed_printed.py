@@ -31,10 +31,12 @@ def print_sentences(
     input_path: str | None, pair: str | None, as_json: bool,
 ) -> None:  # fmt: skip
     """Sentence vectors printed: a table (ids where -i gave them) and the settings line, or JSON."""
+    from ..core.finite import refuse_non_finite
     from ..core.spec import resolve
 
     note_own_pooling(m, recipe)
     result = m.embed_with(items, resolve(m, recipe))
+    refuse_non_finite(result.vectors)
     if result.n_truncated:
         from ..core.tokens import cut_summary
 

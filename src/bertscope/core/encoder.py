@@ -20,6 +20,7 @@ from ..errors import InvalidSpec
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
+from .finite import refuse_non_finite
 from .folder import model_name, token_limit
 from .given import is_vectors, row_ids, single, vector_cosines
 from .hf_tokenizer import gives_token_types
@@ -330,8 +331,11 @@ class Encoder:
         dropped: list[np.ndarray] = []
         with progress_callback(total, enabled=progress) as on_batch:
             checked = iter_checked(texts, pairs=True)
+            done = 0
             for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
                 dropped.append(chunk.n_dropped)
+                refuse_non_finite(chunk.vectors, start=done)
+                done += len(chunk.vectors)
                 yield recipe.finish(chunk)
         say_cut(np.concatenate(dropped) if dropped else np.zeros(0, np.int64), self.max_tokens)
 
@@ -351,8 +355,14 @@ class Encoder:
         `prompt` the text.
         """
         found = self.embed_with(texts, resolve(self, EmbedOptions.given(**options)), progress=progress)
+        refuse_non_finite(found.vectors)
         say_cut(found.n_dropped, self.max_tokens)
         return found
+
+    def vectors_as_they_come(self, texts: Sequence[str], **options: Unpack[RecipeKeywords]) -> np.ndarray:
+        """`embed`'s vectors with nothing said and nothing refused: a measurement of drift (a mode against
+        float32) reads vectors that are not finite as its own failure, where `embed` refuses them."""
+        return self.embed_with(texts, resolve(self, EmbedOptions.given(**options)), progress=False).vectors
 
     def embed_with(
         self, texts: str | Iterable[Text], recipe: Recipe, *, progress: bool | None = None
@@ -382,6 +392,8 @@ class Encoder:
         recipe = resolve(self, EmbedOptions.given(**options))
         left = self.embed_with(cast("str | Iterable[Text]", a), recipe)
         right = left if b is None else self.embed_with(cast("str | Iterable[Text]", b), recipe)
+        refuse_non_finite(left.vectors)
+        refuse_non_finite(right.vectors)
         say_cut(np.concatenate([left.n_dropped] + ([] if b is None else [right.n_dropped])), self.max_tokens)
         return cos_sim(left.vectors, right.vectors)
 
@@ -406,6 +418,7 @@ class Encoder:
         items = check_texts(texts, pairs=True)
         spec = self._unpooled_spec(options, "token vectors", prompt_name, prompt)
         found = self.token_vectors(items, spec, progress)
+        refuse_non_finite([t.vectors for t in found])
         say_cut([t.n_dropped for t in found], self.max_tokens, "long='window' keeps every token")
         return found
 
@@ -452,6 +465,7 @@ class Encoder:
         items = check_texts(texts)  # words index into one text: pairs are not taken here
         spec = self._unpooled_spec(options, "word vectors", prompt_name, prompt)
         found = self.token_vectors(items, spec, progress)
+        refuse_non_finite([t.vectors for t in found])
         say_cut([t.n_dropped for t in found], self.max_tokens)
         return [word_embeddings(tok, how) for tok in found]
 
@@ -461,6 +475,7 @@ class Encoder:
             raise InvalidSpec("hidden_states takes one text (or one (A, B) pair); use embed_tokens for many")
         spec = self._unpooled_spec({"layers": "all", "combine": "concat", "long": long}, "hidden states")
         tok = self.token_vectors(check_texts([text], pairs=True), spec)[0]
+        refuse_non_finite([tok.vectors])
         say_cut([tok.n_dropped], self.max_tokens)
         width = tok.vectors.shape[1] // (self.n_layers + 1)
         return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()

@@ -25,6 +25,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ..core.finite import refuse_non_finite
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
 from ..core.texts_given import is_pair, type_named
@@ -221,6 +222,7 @@ def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[fl
     if not texts:
         return []
     found = model.embed_with(list(texts), recipe)
+    refuse_non_finite(found.vectors)
     cuts = _CUTS.get()
     if cuts is not None:
         cuts.append(found.n_dropped)

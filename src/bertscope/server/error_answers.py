@@ -11,6 +11,7 @@
                                                        APIs name, with bertscope's name (`other_names`)
     more inputs than --max-inputs                      413  (unless --auto-split; 422 on TEI's routes,
                                                        400 under /v1/)
+    vectors that came out NaN or infinite              500  naming the inputs, and --dtype float32
     more tokens (x layers kept) than --max-request-tokens  413  before any forward
     an answer over --max-answer-floats numbers         413  before any forward
     a body over --max-body-bytes                       413
@@ -43,8 +44,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..core.finite import non_finite_message
 from ..core.spec import named_elsewhere
-from ..errors import BertscopeError, InputTooLong
+from ..errors import BertscopeError, InputTooLong, NonFiniteVectors
 from .openai_schemas import ELSEWHERE, OpenAIRequest
 from .tei_bodies import too_many_digits
 from .tickets import QueueFull, ShuttingDown
@@ -71,6 +73,8 @@ TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", 
 # TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
 # TEI writes the variant names as they are: "Validation", "Empty", ...
 _TEI_TYPES = {400: "Validation", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
+
+SERVE_FIX = "start bertscope serve with --dtype float32"
 
 
 class TooManyInputs(Exception):
@@ -201,6 +205,14 @@ def add_error_handlers(app: FastAPI) -> None:
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
         return error_response(route_path(request.scope), 422, as_fields(str(exc), body_model(request)))
 
+    async def not_finite(request: Request, exc: Exception) -> JSONResponse:
+        # the model's failure, not the request's: 500, with what to start the service with instead
+        assert isinstance(exc, NonFiniteVectors)
+        message = non_finite_message(exc.bad, exc.n_texts, SERVE_FIX, what="input")
+        return error_response(
+            route_path(request.scope), 500, message, kind="server_error", tei_type="Backend"
+        )
+
     async def too_long(request: Request, exc: Exception) -> JSONResponse:
         path = route_path(request.scope)
         status, message = _too_long_answer(path, str(exc))
@@ -261,6 +273,7 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(BertscopeError, bertscope_error)
+    app.add_exception_handler(NonFiniteVectors, not_finite)
     app.add_exception_handler(InputTooLong, too_long)
     app.add_exception_handler(TooManyInputs, too_many)
     app.add_exception_handler(OverBudget, over_budget)

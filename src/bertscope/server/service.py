@@ -25,6 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..core._enums import LongText
 from ..core.fingerprint_facts import store_fingerprint
+from ..core.finite import refuse_non_finite
 from ..core.post import PostProcessor, load_post
 from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
@@ -239,7 +240,7 @@ class Service:
             self.check_tokens(sum(map(len, tokens)), long=spec.long)
             self.check_windows(tokens, spec.long, spec.stride)
             futures = self._queue(tokens, spec)
-        return SentenceEmbeddings.joined(await self._wait(futures))
+        return await self._joined(futures)
 
     async def fitted_sentences(
         self, tokens: list[Tokens], spec: EmbedSpec, *, field: str = "inputs"
@@ -249,7 +250,14 @@ class Service:
         self.check_tokens(sum(map(len, tokens)))
         with self.batcher.arriving():
             futures = self._queue(tokens, spec)
-        return SentenceEmbeddings.joined(await self._wait(futures))
+        return await self._joined(futures)
+
+    async def _joined(self, futures: list[Future[Any]]) -> SentenceEmbeddings:
+        """The parts' vectors as one, in order; vectors that are not finite refused (answered 500 in the
+        service's words: error_answers), never sent as NaN."""
+        found = SentenceEmbeddings.joined(await self._wait(futures))
+        refuse_non_finite(found.vectors)
+        return found
 
     def _queue(self, tokens: list[Tokens], spec: EmbedSpec) -> list[Future[Any]]:
         """Queue the tokens in parts of --max-inputs, all or none; one future per part."""
