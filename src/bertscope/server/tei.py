@@ -69,6 +69,24 @@ def _right_only(value: Any) -> Any:
 _Direction = Annotated[Literal["right", "Right"], BeforeValidator(_right_only)]
 
 
+def _float_only(value: Any) -> Any:
+    """The format as sent, or one line refusing "base64" with the route that writes it (pydantic's own
+    words name only the value allowed)."""
+    if value == "base64":
+        raise PydanticCustomError(
+            "one_name",  # one line as written (`validation.readable`)
+            "encoding_format: 'base64' is not taken here: TEI's /embed answers floats only; send "
+            '"float" or leave encoding_format out, or send the texts to POST /v1/embeddings, which '
+            "answers base64",
+        )
+    return value
+
+
+# huggingface_hub's InferenceClient.feature_extraction sends OpenAI's encoding_format, which TEI ignores:
+# "float" is what this route answers anyway.
+_Format = Annotated[Literal["float"] | None, BeforeValidator(_float_only)]
+
+
 def _no_pairs(given: Any) -> Any:
     """The body as sent, or one line refusing a pair of texts in `inputs` (TEI's /embed takes none; the
     union's own words would call its first text a string that is not a token id)."""
@@ -107,6 +125,7 @@ class TEIEmbedRequest(_TEIBody):
         PositiveInt | None,
         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1, "x-fit": "width"}, {"type": "null"}]}),
     ] = Field(None, description="Keep the first N dimensions (unit length again when normalize).")
+    encoding_format: _Format = Field("float", description="Sent by huggingface_hub; floats only here.")
 
 
 class TEIEmbedAllRequest(_TEIBody):

@@ -1,0 +1,60 @@
+"""Audit 26c: the service's TEI and OpenAI routes answer as TEI's router (text-embeddings-inference,
+router/src/http/server.rs and types.rs) and OpenAI's API answer the same requests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import bertscope
+from bertscope.server import ServerSettings, create_app
+from bertscope.server.settings import TokenIds
+from prompted import with_prompts
+
+
+@pytest.fixture(scope="module")
+def client(bundled: bertscope.Model) -> Iterator[TestClient]:
+    """The service on the bundled model (no default prompt), token ids taken as the model's own."""
+    with TestClient(create_app(bundled, settings=ServerSettings(token_ids=TokenIds.MODEL))) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def prompted_client(bundled_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The service on a model with a default prompt ('query: '), token ids taken as the model's own."""
+    folder = with_prompts(
+        bundled_path, tmp_path_factory.mktemp("p26") / "m", include_prompt=True, default="query"
+    )
+    model = bertscope.load(folder, device="cpu")
+    assert isinstance(model, bertscope.Model)
+    with TestClient(create_app(model, settings=ServerSettings(token_ids=TokenIds.MODEL))) as c:
+        yield c
+
+
+def _error(response: Any) -> str:
+    return str(response.json()["error"])
+
+
+# 1. huggingface_hub 2.4: InferenceClient.feature_extraction(encoding_format="float") sends it top-level.
+@pytest.mark.parametrize("path", ["/", "/embed"])
+def test_tei_embed_takes_encoding_format_float_as_floats(client: TestClient, path: str) -> None:
+    plain = client.post(path, json={"inputs": "a cat"})
+    for sent in ("float", None):
+        given = client.post(path, json={"inputs": "a cat", "encoding_format": sent})
+        assert given.status_code == 200, given.text
+        assert given.json() == plain.json()
+
+
+def test_tei_embed_refuses_base64_naming_v1_embeddings(client: TestClient) -> None:
+    response = client.post("/embed", json={"inputs": "a cat", "encoding_format": "base64"})
+    assert response.status_code == 422
+    assert response.json()["error_type"] == "Validation"
+    assert "encoding_format" in _error(response) and "/v1/embeddings" in _error(response)
+    assert "\n" not in _error(response)
+    other = client.post("/embed", json={"inputs": "a cat", "encoding_format": "binary"})
+    assert other.status_code == 422
+    assert _error(other) == "encoding_format: Input should be 'float'"
