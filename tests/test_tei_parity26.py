@@ -58,3 +58,20 @@ def test_tei_embed_refuses_base64_naming_v1_embeddings(client: TestClient) -> No
     other = client.post("/embed", json={"inputs": "a cat", "encoding_format": "binary"})
     assert other.status_code == 422
     assert _error(other) == "encoding_format: Input should be 'float'"
+
+
+# 2. /v1/embeddings' token-id refusals name `input` as OpenAI's `param`, as its text refusals do.
+@pytest.mark.parametrize("given", [[40000], [[]], [[1045], [2066, -5]]])
+def test_v1_token_id_refusals_name_input(client: TestClient, given: Any) -> None:
+    response = client.post("/v1/embeddings", json={"input": given})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == "input"
+
+
+def test_v1_token_ids_under_a_default_prompt_name_input(prompted_client: TestClient) -> None:
+    response = prompted_client.post("/v1/embeddings", json={"input": [1045, 2066]})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "input" and "default prompt 'query'" in error["message"]
+    tei = prompted_client.post("/embed", json={"inputs": [1045, 2066]})
+    assert tei.status_code == 422 and _error(tei).startswith("inputs: this model puts its default prompt")

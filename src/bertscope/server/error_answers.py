@@ -105,9 +105,10 @@ _OPENAI_FIELDS = frozenset(OpenAIRequest.model_fields) | frozenset(ELSEWHERE)
 # A message's leading field name, as most lines here start ("dimensions: 100000 is more than ...", "input
 # is null: ..."), or the key a body gave twice ("body: duplicate field `input`: ...").
 _LEADING_FIELD = re.compile(r"^(?:body: duplicate field `([a-z_]+)`|([a-z_]+)(?:[:.,\[]| is ))")
-# A text's error names it by its place ("text 0 is empty: ..."), or says none came ("no texts given: ..."):
-# on /v1/embeddings the texts are `input`'s.
-_TEXT = re.compile(r"^(?:texts? \d|no texts given\b)")
+# A text's error names it by its place ("text 0 is empty: ..."), or says none came ("no texts given: ..."),
+# and an id list's by its ("input 0 is an empty list of token ids", "input 1, position 3: ..."): on
+# /v1/embeddings the texts and id lists are `input`'s.
+_TEXT = re.compile(r"^(?:texts? \d|input \d|no texts given\b)")
 
 
 def openai_param(message: str) -> str | None:

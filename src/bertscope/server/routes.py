@@ -214,8 +214,8 @@ def id_tokens(
                 "cannot carry exactly; leave prompt_name out, or send the text itself instead of ids"
             )
         raise InvalidInput(
-            f"this model puts its default prompt {spec.prompt_name!r} ({spec.prompt!r}) before every text, "
-            "which token ids cannot carry exactly; send the text itself instead of ids"
+            f"{field}: this model puts its default prompt {spec.prompt_name!r} ({spec.prompt!r}) before "
+            "every text, which token ids cannot carry exactly; send the text itself instead of ids"
         )
     tokens = []
     for index, ids in enumerate(lists):
