@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -75,3 +76,23 @@ def test_v1_token_ids_under_a_default_prompt_name_input(prompted_client: TestCli
     assert error["param"] == "input" and "default prompt 'query'" in error["message"]
     tei = prompted_client.post("/embed", json={"inputs": [1045, 2066]})
     assert tei.status_code == 422 and _error(tei).startswith("inputs: this model puts its default prompt")
+
+
+def _float32_shortest(numbers: list[float]) -> list[str]:
+    """Each number as TEI writes its f32: the shortest text that reads back as the same float32."""
+    return [np.format_float_positional(np.float32(n), unique=True, trim="-") for n in numbers]
+
+
+# 3. TEI's /similarity (Vec<f32>) and /v2/similarity write each score as its shortest float32 text.
+def test_similarity_scores_are_written_as_shortest_float32(client: TestClient) -> None:
+    body = {"inputs": {"source_sentence": "a cat sat", "sentences": ["a dog ran", "the stock fell"]}}
+    tei = client.post("/similarity", json=body)
+    assert tei.status_code == 200, tei.text
+    scores = tei.json()
+    assert tei.text == "[" + ",".join(_float32_shortest(scores)) + "]"
+    own = client.post(
+        "/v2/similarity", json={"source": "a cat sat", "sentences": ["a dog ran", "the stock fell"]}
+    )
+    assert own.status_code == 200, own.text
+    assert own.json()["scores"] == scores
+    assert '"scores":[' + ",".join(_float32_shortest(scores)) + "]" in own.text

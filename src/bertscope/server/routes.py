@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, PlainTextResponse
@@ -171,11 +172,12 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
             recipe = svc.recipe(options, req.post)  # checks the post's name and the spec it was fitted on
             res = recipe.finish(await svc.sentences(texts, recipe.spec, field="source and sentences"))
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
-        scored = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
+        # float32 in its shortest form, as the vectors' and TEI's /similarity's scores are written.
+        scored = {"model": svc.name, "scores": Rows(scores, dtype=np.float32), "spec": res.spec}
         if req.baseline or req.reference is not None:
             fitted = await svc.baseline(options, req.reference, post=req.post)
             scored.update(percentile=fitted.percentile(scores).tolist(), baseline=fitted.describe())
-        return JSONResponse(scored)
+        return await answer(lambda: scored, size=len(scores))
 
 
 def refuse_ids(svc: Service, field: str) -> None:

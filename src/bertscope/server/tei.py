@@ -278,9 +278,9 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         texts = [req.inputs.source_sentence, *req.inputs.sentences]
         res = await svc.sentences(texts, spec, field="inputs.source_sentence and inputs.sentences")
         stamp = _stamp(svc, times, texts, int(res.n_tokens.sum()))
-        return _stamped(
-            JSONResponse(cos_sim(res.vectors[:1], res.vectors[1:])[0].astype(float).tolist()), stamp
-        )
+        scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
+        # TEI's Vec<f32>: each score in the shortest form that reads back as the same float32.
+        return _stamped(await answer(lambda: Rows(scores, dtype=np.float32), size=scores.size), stamp)
 
     @app.post("/tokenize", tags=["tei"], responses=_answer(TEITokenizeResponse))
     async def tokenize(req: TEITokenizeRequest) -> Response:
