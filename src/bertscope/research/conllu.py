@@ -3,7 +3,9 @@ tree facts the probes learn (path distance between every two words, depth from t
 
 Comment lines, multiword-token ranges (`1-2`) and empty nodes (`1.1`) are skipped: the words are the
 syntactic words, whose HEAD column points at another word's ID (0 for the root), and the model reads
-them joined by spaces (`I do n't`, French `de le` for `du`), not the `# text` surface.
+them joined by spaces (`I do n't`, French `de le` for `du`), not the `# text` surface. The lines are read
+as the label probe reads them (`probe_data.conllu_sentences`: the same ID checks, each FORM stripped of
+edge whitespace), so both probes read a sentence as the same text.
 
 Punctuation, which the metrics leave out, is UPOS `PUNCT` by default (`Punct.UPOS`); `Punct.XPOS` is
 Hewitt & Manning's rule on Penn Treebank tags (XPOS '' , . : `` -LRB- -RRB-), which scores `HYPH` and
@@ -12,7 +14,6 @@ Hewitt & Manning's rule on Penn Treebank tags (XPOS '' , . : `` -LRB- -RRB-), wh
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,7 +23,7 @@ import numpy as np
 from ..core._enums import StrEnum
 from ..core.texts_given import type_named
 from ..errors import CorpusError, InvalidInput
-from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines, withheld_forms
+from .probe_data import JoinedWords, conllu_sentences, withheld_forms
 
 __all__ = [
     "PUNCT",
@@ -212,34 +213,11 @@ def read_trees(path: str | Path) -> list[Tree]:
     """Every sentence of a CoNLL-U file as a Tree; a sentence without a tree (HEAD `_`, no root, a
     cycle, a head that is no word of the sentence) is refused at its line."""
     path = Path(path)
-    trees: list[Tree] = []
-    rows: list[tuple[int, list[str]]] = []
-    for number, line in text_lines(path):
-        if not line.strip():
-            if rows:
-                trees.append(_tree(path, rows))
-                rows = []
-            continue
-        fields = line.split("\t")
-        if line.startswith("#"):
-            continue
-        if "-" in fields[0] or "." in fields[0]:
-            # UD: an empty node may come before the first word (0.1)
-            if not re.fullmatch(r"[1-9][0-9]*-[1-9][0-9]*|(0|[1-9][0-9]*)\.[1-9][0-9]*", fields[0]):
-                raise CorpusError(
-                    f"{path}:{number}: the ID {fields[0]!r} is neither a word range (3-4) nor an empty "
-                    "node (3.1); fix the ID column"
-                )
-            continue
-        if len(fields) != len(CONLLU_COLUMNS):
-            raise CorpusError(
-                f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}; a "
-                "structural probe reads CoNLL-U with each word's HEAD (a parsed treebank such as "
-                "Universal Dependencies)"
-            )
-        rows.append((number, fields))
-    if rows:
-        trees.append(_tree(path, rows))
+    needs_heads = (
+        "; a structural probe reads CoNLL-U with each word's HEAD (a parsed treebank such as Universal "
+        "Dependencies)"
+    )
+    trees = [_tree(path, rows) for rows in conllu_sentences(path, width_fix=needs_heads)]
     if not trees:
         raise CorpusError(f"{path} has no sentence: a structural probe needs CoNLL-U with trees (HEAD)")
     withheld_forms(path, (word for tree in trees for word in tree.words))
@@ -247,15 +225,7 @@ def read_trees(path: str | Path) -> list[Tree]:
 
 
 def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
-    for k, (number, fields) in enumerate(rows):
-        if fields[0] != str(k + 1):  # a repeated or skipped ID would point a head at the wrong word
-            again = " again" if fields[0] in {f[0] for _, f in rows[:k]} else ""
-            raise CorpusError(
-                f"{path}:{number}: word IDs run 1, 2, 3 ... in each sentence: found {fields[0]!r}{again} "
-                f"where {k + 1} was due; fix the ID column"
-            )
-        if not fields[1].strip():  # the model reads the words joined by spaces: no characters, no word
-            raise CorpusError(f"{path}:{number}: word {k + 1} has an empty FORM; fix the FORM column")
+    """A sentence's word lines (IDs 1, 2, ... and FORMs checked by `conllu_sentences`) as a Tree."""
     index = {fields[0]: k for k, (_, fields) in enumerate(rows)}
     heads = []
     for number, fields in rows:

@@ -7,6 +7,7 @@ context only (it is read by the model but not probed), so a sense task can label
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from collections import Counter
@@ -22,7 +23,8 @@ from ..errors import CorpusError, InvalidInput
 
 __all__ = [
     "JoinedWords", "LabelledSentence", "LABEL_FIELD", "read_words", "read_sentences", "text_lines",
-    "CONLLU_COLUMNS", "CONTEXT", "shared_sentences", "unseen_labels", "no_pieces", "withheld_forms",
+    "CONLLU_COLUMNS", "CONTEXT", "conllu_sentences", "shared_sentences", "unseen_labels", "no_pieces",
+    "withheld_forms",
 ]  # fmt: skip
 
 CONTEXT = "_"
@@ -83,6 +85,52 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 text_lines = _lines  # public: the structural probes' tree reader (conllu.py) reads files the same way
 
 
+# UD: a multiword token's range (3-4), an empty node (3.1; 0.1 before the first word)
+_SKIPPED_ID = re.compile(r"[1-9][0-9]*-[1-9][0-9]*|(0|[1-9][0-9]*)\.[1-9][0-9]*")
+
+
+def conllu_sentences(path: Path, *, width_fix: str = "") -> Iterator[list[tuple[int, list[str]]]]:
+    """Each sentence of a CoNLL-U file as its word lines, (line number, the 10 fields), FORM stripped of
+    surrounding whitespace: the one reading of the label and the structural probes. Comments, multiword
+    ranges and empty nodes are skipped; a malformed, skipped or repeated word ID, an empty FORM or a line
+    without 10 fields is refused at its line (`width_fix` ends the last refusal: what the reader needs)."""
+    rows: list[tuple[int, list[str]]] = []
+    for number, line in _lines(path):
+        if not line.strip():
+            if rows:
+                yield rows
+                rows = []
+            continue
+        fields = line.split("\t")
+        if line.startswith("#"):
+            continue
+        if "-" in fields[0] or "." in fields[0]:
+            if not _SKIPPED_ID.fullmatch(fields[0]):
+                raise CorpusError(
+                    f"{path}:{number}: the ID {fields[0]!r} is neither a word range (3-4) nor an empty "
+                    "node (3.1); fix the ID column"
+                )
+            continue
+        if len(fields) != len(CONLLU_COLUMNS):
+            raise CorpusError(
+                f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}{width_fix}"
+            )
+        due = len(rows) + 1
+        if fields[0] != str(due):  # a repeated or skipped ID would point a head at the wrong word
+            again = " again" if fields[0] in {str(k) for k in range(1, due)} else ""
+            raise CorpusError(
+                f"{path}:{number}: word IDs run 1, 2, 3 ... in each sentence: found {fields[0]!r}{again} "
+                f"where {due} was due; fix the ID column"
+            )
+        # UD forms hold no edge spaces; the model reads the words joined by single spaces
+        fields[1] = fields[1].strip()
+        if not fields[1]:
+            raise CorpusError(f"{path}:{number}: word {due} has an empty FORM; fix the FORM column")
+        rows.append((number, fields))
+    if rows:
+        yield rows
+
+
 def withheld_forms(path: Path, forms: Iterable[str]) -> None:
     """Refuse a CoNLL-U file whose every FORM is `_`: some UD treebanks ship without their text, and the
     model would read `_ _ _` for every sentence, each probe scoring the underscores."""
@@ -138,59 +186,65 @@ def read_words(
     path = Path(path)
     conllu = label_field is not None or path.suffix.lower() == ".conllu"
     index = _field_index("upos" if label_field is None else label_field) if conllu else 1  # 0 is refused
-    sentences: list[LabelledSentence] = []
-    words: list[str] = []
-    labels: list[str] = []
-    first = 0  # the line of the sentence's first word
-
-    def close() -> None:
-        if words:
-            sentences.append(LabelledSentence(tuple(words), tuple(labels), source=f"{path}:{first}"))
-            words.clear()
-            labels.clear()
-
-    for number, line in _lines(path):
-        if not line.strip():
-            close()
-            continue
-        fields = line.split("\t")
-        if conllu:
-            if line.startswith("#") or "-" in fields[0] or "." in fields[0]:
-                continue
-            if len(fields) != len(CONLLU_COLUMNS):
-                said = f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}"
-                raise CorpusError(
-                    said + (_test_as_conllu(label_field, index) if test and label_field else "")
-                )
-            word, label = fields[1], fields[index]
-        else:
-            if len(fields) != 2:
-                raise CorpusError(
-                    f"{path}:{number}: expected word<TAB>label (label _ for a context word), found "
-                    f"{len(fields)} field(s); text<TAB>label lines (a label per text) need "
-                    "level='sentence' (--level sentence); a CoNLL-U file needs label_field= (--label-field), "
-                    "e.g. upos"
-                )
-            word, label = fields
-            if len(word.split()) > 1:  # a text<TAB>label file would be read as one "word" a text
-                raise CorpusError(
-                    f"{path}:{number}: the word {word.strip()!r} has spaces, and a word<TAB>label file has "
-                    "one word a line; text<TAB>label lines (a label per text) need level='sentence' "
-                    "(--level sentence)"
-                )
-        if not word.strip() or not label.strip():
-            raise CorpusError(f"{path}:{number}: an empty word or label; write _ for a context word's label")
-        if not words:
-            first = number
-        words.append(word.strip())
-        labels.append(label.strip())
-    close()
+    if conllu:
+        width_fix = _test_as_conllu(label_field, index) if test and label_field else ""
+        sentences = [_labelled(path, rows, index) for rows in conllu_sentences(path, width_fix=width_fix)]
+    else:
+        sentences = _word_label_sentences(path)
     if not sentences:
         if conllu and any(line.strip() for _, line in _lines(path)):  # comments, ranges or empty nodes alone
             raise CorpusError(f"{path} has no sentence: a CoNLL-U probe file needs word lines (ID 1, 2, ...)")
         raise _empty(path, "CoNLL-U token" if conllu else "word<TAB>label")
     if conllu:
         withheld_forms(path, (word for sentence in sentences for word in sentence.words))
+    return sentences
+
+
+def _labelled(path: Path, rows: list[tuple[int, list[str]]], index: int) -> LabelledSentence:
+    """A CoNLL-U sentence's words (FORM, as `conllu_sentences` gives it) labelled by field `index`."""
+    for number, fields in rows:
+        if not fields[index].strip():
+            raise CorpusError(f"{path}:{number}: an empty label; write _ for a context word's label")
+    words = tuple(fields[1] for _, fields in rows)
+    labels = tuple(fields[index].strip() for _, fields in rows)
+    return LabelledSentence(words, labels, source=f"{path}:{rows[0][0]}")
+
+
+def _word_label_sentences(path: Path) -> list[LabelledSentence]:
+    """The sentences of a `word<TAB>label` file: one word a line, a blank line between sentences."""
+    sentences: list[LabelledSentence] = []
+    words: list[str] = []
+    labels: list[str] = []
+    first = 0  # the line of the sentence's first word
+    for number, line in _lines(path):
+        if not line.strip():
+            if words:
+                sentences.append(LabelledSentence(tuple(words), tuple(labels), source=f"{path}:{first}"))
+                words, labels = [], []
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise CorpusError(
+                f"{path}:{number}: expected word<TAB>label (label _ for a context word), found "
+                f"{len(fields)} field(s); text<TAB>label lines (a label per text) need "
+                "level='sentence' (--level sentence); a CoNLL-U file needs label_field= (--label-field), "
+                "e.g. upos"
+            )
+        word, label = fields
+        if len(word.split()) > 1:  # a text<TAB>label file would be read as one "word" a text
+            raise CorpusError(
+                f"{path}:{number}: the word {word.strip()!r} has spaces, and a word<TAB>label file has "
+                "one word a line; text<TAB>label lines (a label per text) need level='sentence' "
+                "(--level sentence)"
+            )
+        if not word.strip() or not label.strip():
+            raise CorpusError(f"{path}:{number}: an empty word or label; write _ for a context word's label")
+        if not words:
+            first = number
+        words.append(word.strip())
+        labels.append(label.strip())
+    if words:
+        sentences.append(LabelledSentence(tuple(words), tuple(labels), source=f"{path}:{first}"))
     return sentences
 
 
