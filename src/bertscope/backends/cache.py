@@ -218,6 +218,8 @@ def cached_files() -> list[CachedFile]:
 
 def _bytes(path: Path) -> int:
     """The size of `path` and the files counted with it; of every file inside, for a folder."""
+    if path.is_symlink() and path.is_dir():
+        return 0  # a link named as an unfinished export: what it points at is not the cache's
     if path.is_dir():
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
     return sum(part.stat().st_size for part in (path, *_parts(path)) if part.exists())
@@ -245,7 +247,8 @@ def clear_cache(digest: str | None = None) -> list[CachedFile]:
             raise
         where = Path(exc.filename) if exc.filename else cache_dir().parent
         where = where if where.is_dir() else where.parent  # the folder, not the file it met
-        done = f"{len(removed)} cached files removed before it" if removed else "nothing was removed"
+        files = f"{len(removed)} cached file{'' if len(removed) == 1 else 's'}"
+        done = f"{files} removed before it" if removed else "nothing was removed"
         raise BertscopeError(
             f"cannot clear the cache: {where} is read-only ({exc.strerror}); {done}"
         ) from None
@@ -289,13 +292,23 @@ def _sweep(folder: Path, wanted: list[CachedFile]) -> list[CachedFile]:
         now = time.time()
         for cached in unfinished:
             if cached.kind == UNFINISHED_FOLDER and every_free:
-                shutil.rmtree(cached.path, ignore_errors=True)
+                _remove_folder(cached.path)
             elif cached.kind == UNFINISHED_FILE and now - _mtime(cached.path) > STAGED_AGE_S:
                 cached.path.unlink(missing_ok=True)
             else:
                 continue
             removed.append(cached)
     return removed
+
+
+def _remove_folder(path: Path) -> None:
+    """Remove an unfinished export's folder; a link of that name is unlinked, never followed (rmtree
+    refuses one). An OSError is raised, not ignored: what stays is not counted removed, and the read-only
+    case is said by clear_cache."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path)
 
 
 def _mtime(path: Path) -> float:

@@ -1,0 +1,64 @@
+"""Audit 26d: fast modes, bench and cache. `cache --clear` unlinks a link named as an unfinished export (never
+following it) and counts only what it removed; ... Each cache is the test's own (the `cache` fixture's
+BERTSCOPE_CACHE), its files written by hand."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bertscope.backends.cache import cached_files
+from bertscope.backends.onnx import EXPORT_FORMAT
+from console import run_main
+
+DIGEST = "0e8e6750365ca43ab91d"
+EXPORT = f"bert-{DIGEST}-float32-v{EXPORT_FORMAT}.onnx"
+
+
+def _export(cache: Path) -> Path:
+    export = cache / "onnx" / EXPORT
+    export.parent.mkdir(parents=True, exist_ok=True)
+    export.write_bytes(b"\0" * 1000)
+    export.with_suffix(".json").write_text("{}")
+    return export
+
+
+def test_clear_unlinks_a_link_named_as_an_unfinished_export_and_never_follows_it(
+    cache: Path, tmp_path: Path
+) -> None:
+    _export(cache)
+    outside = tmp_path / "outside" / "exp"
+    outside.mkdir(parents=True)
+    (outside / "keep.txt").write_text("x")
+    link = cache / "onnx" / ".export-evil"
+    link.symlink_to(outside)
+    cleared = run_main("cache", "--clear")
+    assert cleared.code == 0, cleared
+    assert cleared.stderr.splitlines() == ["removed 2 cached files (1.0 kB)"]  # the export and the link
+    assert not link.is_symlink() and (outside / "keep.txt").read_text() == "x"
+
+
+def test_clear_counts_an_unfinished_export_it_could_not_remove_as_left_and_says_why(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _export(cache)
+    tmp = cache / "onnx" / ".export-kr_2bh0j"
+    tmp.mkdir()
+    (tmp / "float32.onnx").write_bytes(b"\0" * 10)
+
+    def refused(path: Path, *, ignore_errors: bool = False) -> None:
+        if ignore_errors:
+            return  # as rmtree does: the folder stays, said by nothing
+        raise PermissionError(errno.EACCES, "Permission denied", str(Path(path) / "float32.onnx"))
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    cleared = run_main("cache", "--clear")
+    assert cleared.code == 1, cleared
+    assert cleared.stderr.strip() == (
+        f"error: cannot clear the cache: {tmp} is read-only (Permission denied); 1 cached file removed "
+        "before it"
+    )
+    assert [f.path for f in cached_files()] == [tmp]
