@@ -96,3 +96,21 @@ def test_similarity_scores_are_written_as_shortest_float32(client: TestClient) -
     assert own.status_code == 200, own.text
     assert own.json()["scores"] == scores
     assert '"scores":[' + ",".join(_float32_shortest(scores)) + "]" in own.text
+
+
+# 4. TEI's /tokenize refuses "" alone (its Empty 400) and tokenizes every other text as the tokenizer does.
+@pytest.mark.parametrize("text", ["  ", "\u200b", "\u0301", "\t\n"])
+def test_tokenize_takes_every_text_but_the_empty_one(client: TestClient, text: str) -> None:
+    response = client.post("/tokenize", json={"inputs": [text, "a"]})
+    assert response.status_code == 200, response.text
+    first = response.json()[0]
+    assert [(t["text"], t["special"]) for t in first] == [("[CLS]", True), ("[SEP]", True)]
+    bare = client.post("/tokenize", json={"inputs": text, "add_special_tokens": False})
+    assert bare.status_code == 200 and bare.json() == [[]]
+
+
+def test_tokenize_still_refuses_the_empty_text_and_embed_a_text_of_no_pieces(client: TestClient) -> None:
+    empty = client.post("/tokenize", json={"inputs": ["a", ""]})
+    assert empty.status_code == 400 and empty.json()["error_type"] == "Empty"
+    for text in ("  ", "\u200b", "\u0301"):
+        assert client.post("/embed", json={"inputs": text}).status_code == 422

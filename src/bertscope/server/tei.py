@@ -181,7 +181,8 @@ def _not_empty(items: Any, field: str = "inputs") -> None:
 def _no_empty_input(items: list[Any], field: str = "inputs") -> None:
     """TEI's answer to an empty text (or id list) in a batch: 400, error_type "Empty", in the words of its
     tokenizer (core/src/tokenization.rs), before any prompt is put before it. A text of spaces alone is
-    not empty to TEI; bertscope still refuses it (422, `check_texts`): it has no word piece to pool."""
+    not empty to TEI: /tokenize tokenizes it, the embedding routes still refuse it (422, `check_texts`): it
+    has no word piece to pool."""
     if any(len(item) == 0 for item in items):
         raise EmptyInputs(f"Input validation error: `{field}` cannot be empty")
 
@@ -286,10 +287,15 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def tokenize(req: TEITokenizeRequest) -> Response:
         """TEI: per text, its tokens as {id, text, special, start, stop}."""
         _not_empty(req.inputs)
-        _no_empty_input([req.inputs] if isinstance(req.inputs, str) else req.inputs)
+        given = [req.inputs] if isinstance(req.inputs, str) else list(req.inputs)
+        # One rule, TEI's: only "" is refused (its Empty 400); any other text is tokenized as the tokenizer
+        # does, spaces or marks alone giving [CLS] [SEP] (the embedding routes refuse a text with no word
+        # piece: it has nothing to pool).
+        _no_empty_input(given)
+        svc.check_count(len(given))
         # As TEI: the prompt (named, else the model's default) goes before each text, offsets into the whole.
         prompt = _prompt(svc, req.prompt_name)
-        texts = [prompt + text for text in svc.texts(req.inputs)]
+        texts = [prompt + text for text in given]
         # Each token is a record of 5 values: the answer is bounded like every other (texts read whole).
         backend = svc.model.tokenizer.backend
         encodings, count = await svc.tokenizing(
