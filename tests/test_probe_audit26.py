@@ -1,9 +1,10 @@
 """Audit 26e (structural and label probes): one reading of CoNLL-U word lines for both probes (IDs and
-FORMs)."""
+FORMs), and the structural picture when its scores are undefined."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,58 @@ def test_a_form_of_spaces_alone_is_refused_by_both_readers(tmp_path: Path) -> No
     for read in (read_words, read_trees):
         with pytest.raises(CorpusError, match=r":2: word 2 has an empty FORM; fix the FORM column$"):
             read(path)
+
+
+def _keep_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    from bertscope.research import structural_plots
+
+    drawn: list[Any] = []
+
+    def keep(figure: Any, path: str | Path, *, overwrite: bool) -> Path:
+        drawn.append(figure)
+        return Path(path)
+
+    monkeypatch.setattr(structural_plots, "save_figure", keep)
+    return drawn
+
+
+def test_the_picture_says_why_no_score_is_drawn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test file of 1-2 word sentences: every score undefined, the table '-' with its reason in the
+    note, and the picture blank (axes and a legend of lines with no point, no word of why)."""
+    from console import run_main
+
+    drawn = _keep_figures(monkeypatch)
+    short = _write(tmp_path / "short.conllu", [[("1", "Hi")], [("1", "Yes")], [("1", "Oh")]])
+    picture = tmp_path / "scores.png"
+    args = ["-i", str(EXAMPLES / "trees.conllu"), "--test", str(short), "--task", "distance"]
+    ran = run_main("probe", *args, "--layers", "-1", "--epochs", "1", "-o", str(picture))
+    assert ran.code == 0, ran.stderr
+    note = " ".join(ran.stdout.split())
+    uuas = "no test sentence has two words that are not punctuation"
+    dspr = "no test sentence has 5-50 words"
+    assert f"UUAS -: {uuas}" in note and f"DSpr -: {dspr}" in note
+    (axes,) = drawn[0].axes
+    assert [line for line in axes.get_lines() if line.get_xydata().size] == []  # nothing to draw
+    said = " ".join(" ".join(text.get_text() for text in axes.texts).split())
+    assert said == f"UUAS undefined: {uuas} DSpr undefined: {dspr}"
+    assert axes.get_legend() is None  # no legend of lines without a point
+
+
+def test_the_picture_names_a_row_whose_score_is_undefined(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope.research import structural_plots
+    from bertscope.research.structural import StructuralResult
+
+    drawn = _keep_figures(monkeypatch)
+    rows: list[dict[str, Any]] = [
+        {"layer": "static", "root_acc": 0.2, "nspr": 0.1},
+        {"layer": 3, "root_acc": 0.5, "nspr": None},
+    ]
+    result = StructuralResult("depth", rows, {"name": "linear chain", "root_acc": 0.4, "nspr": 0.5}, 10, 5)
+    structural_plots.plot_structural(result, tmp_path / "depth.png")
+    said = " ".join(" ".join(text.get_text() for text in drawn[0].axes[0].texts).split())
+    assert said == (
+        "NSpr undefined: layer 3's predicted depths are constant on every 5-50-word test sentence "
+        "(Spearman undefined)"
+    )
