@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import bertscope
 from bertscope.backends.cache import cached_files
 from bertscope.backends.onnx import EXPORT_FORMAT
 from console import run_main
@@ -62,3 +63,20 @@ def test_clear_counts_an_unfinished_export_it_could_not_remove_as_left_and_says_
         "before it"
     )
     assert [f.path for f in cached_files()] == [tmp]
+
+
+def test_a_fast_bound_without_fast_reads_right_in_the_library_and_on_the_command_line(
+    tiny_dirs: dict[str, Path],
+) -> None:
+    with pytest.raises(bertscope.InvalidSpec) as caught:
+        bertscope.load(tiny_dirs["bert"], device="cpu", fast_min_cosine=0.99)
+    assert str(caught.value) == (
+        'fast_min_cosine applies to mode="fast" only; fast_min_cosine=0.99 is the bound (the least cosine to '
+        'float32) that mode="fast" picks its runtime within: add mode="fast", or leave it out'
+    )
+    ran = run_main("embed", "hello", "--fast-min-cosine", "0.99")
+    assert ran.code != 0 and ran.stdout == "", ran
+    assert ran.stderr.strip() == (
+        "error: --fast-min-cosine applies to --fast only; --fast-min-cosine 0.99 is the bound (the least "
+        "cosine to float32) that --fast picks its runtime within: add --fast, or leave it out"
+    )

@@ -68,7 +68,7 @@ def refuse_unread_options(
     if fast_min_cosine is not None and not fast:
         raise InvalidSpec(
             f'fast_min_cosine applies to mode="fast" only; fast_min_cosine={fast_min_cosine} is the bound '
-            "it chooses within (--fast-min-cosine with --fast on the command line): add mode='fast', or "
+            '(the least cosine to float32) that mode="fast" picks its runtime within: add mode="fast", or '
             "leave it out"
         )
     if not isinstance(remeasure, bool):  # "yes" or 1 would measure for minutes on a truthy value
