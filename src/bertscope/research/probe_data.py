@@ -82,7 +82,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, line.rstrip("\n").rstrip("\r")
 
 
-text_lines = _lines  # public: the structural probes' tree reader (conllu.py) reads files the same way
+text_lines = _lines  # public: analysis.py reads its files the same way
 
 
 # UD: a multiword token's range (3-4), an empty node (3.1; 0.1 before the first word)
@@ -175,8 +175,9 @@ def read_words(
     """Sentences of labelled words from `word<TAB>label` lines, or from CoNLL-U (`label_field`, default
     upos; `column` is its deprecated old name).
 
-    A `.conllu` file, or any file when `label_field` is given, is read as CoNLL-U: comment lines,
-    multiword ranges (1-2) and empty nodes (1.1) are skipped, the word is FORM and the label the field
+    A `.conllu` file, or any file when `label_field` is given, is read as CoNLL-U, as the structural
+    probes read it (`conllu_sentences`): comment lines, multiword ranges (1-2) and empty nodes (1.1) are
+    skipped, word IDs run 1, 2, 3 ..., the word is FORM without edge whitespace and the label the field
     asked. `test`: the file is a held-out probe's test file (an error says it is read as the training
     file is).
     """
