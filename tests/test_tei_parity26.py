@@ -114,3 +114,23 @@ def test_tokenize_still_refuses_the_empty_text_and_embed_a_text_of_no_pieces(cli
     assert empty.status_code == 400 and empty.json()["error_type"] == "Empty"
     for text in ("  ", "\u200b", "\u0301"):
         assert client.post("/embed", json={"inputs": text}).status_code == 422
+
+
+# 5. TEI's routes for other kinds of model answer an embedding model 424, error_type Backend, TEI's words.
+@pytest.mark.parametrize(
+    ("path", "tei_words", "needs"),
+    [
+        ("/rerank", "model is not a re-ranker model", "re-ranker"),
+        ("/predict", "Model is not a classifier model", "classifier"),
+        ("/embed_sparse", "Model is not an embedding model with SPLADE pooling", "SPLADE"),
+    ],
+)
+def test_other_model_routes_answer_as_tei_does(
+    client: TestClient, path: str, tei_words: str, needs: str
+) -> None:
+    response = client.post(path, json={"query": "a", "texts": ["b"], "inputs": "a"})
+    assert response.status_code == 424, response.text
+    body = response.json()
+    assert body["error_type"] == "Backend"
+    assert body["error"].startswith(f"Backend error: {tei_words}: ")
+    assert "embedding models only" in body["error"] and needs in body["error"] and "\n" not in body["error"]

@@ -69,7 +69,11 @@ __all__ = [
 ]
 
 # text-embeddings-inference's routes: errors there carry TEI's body, {"error", "error_type"}.
-TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode", "/info"})
+# /rerank, /predict and /embed_sparse are TEI's for other kinds of model: answered 424 there (tei.py).
+TEI_PATHS = frozenset(
+    {"/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode", "/info"}
+    | {"/rerank", "/predict", "/embed_sparse"}
+)
 # TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
 # TEI writes the variant names as they are: "Validation", "Empty", ...
 _TEI_TYPES = {400: "Validation", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import numpy as np
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, BeforeValidator, Field, StrictBool, WithJsonSchema, model_validator
@@ -23,7 +23,7 @@ from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
 from .answers import Items, Rows, answer
-from .error_answers import EmptyInputs
+from .error_answers import EmptyInputs, error_response
 from .routes import id_lists, id_tokens, refuse_ids
 from .schema_fields import PositiveInt, Strict, WholeInt, named
 from .tei_schemas import (
@@ -165,6 +165,37 @@ class TEITokenizeRequest(_TEIBody):
 class TEIDecodeRequest(_TEIBody):
     ids: Annotated[list[WholeInt] | list[list[WholeInt]], TEI_IDS]
     skip_special_tokens: StrictBool = True
+
+
+# TEI's routes for the other kinds of model it serves (router/src/http/server.rs), each with the words TEI
+# answers an embedding model there (core/src/infer.rs; "model is not a re-ranker model" is server.rs's),
+# what the route needs, and the nearest route bertscope has.
+_OTHER_MODELS = {
+    "/rerank": (
+        "model is not a re-ranker model",
+        "a re-ranker (a cross-encoder with a sequence-classification head)",
+        "POST /similarity scores texts against one text by the cosine of their vectors",
+    ),
+    "/predict": (
+        "Model is not a classifier model",
+        "a classifier (a sequence-classification model)",
+        "POST /embed answers the texts' vectors",
+    ),
+    "/embed_sparse": (
+        "Model is not an embedding model with SPLADE pooling",
+        "a SPLADE model (sparse vectors over the vocabulary)",
+        "POST /embed answers dense vectors",
+    ),
+}
+
+
+def other_model(path: str) -> str:
+    """The one line of TEI's route for another kind of model: TEI's words, then why and what to do."""
+    tei, needs, nearest = _OTHER_MODELS[path]
+    return (
+        f"Backend error: {tei}: bertscope serves dense embedding models only, and {path} needs {needs}; "
+        f"serve one with text-embeddings-inference, or use what this model answers: {nearest}"
+    )
 
 
 def _options(truncate: bool | None, prompt_name: str | None, **more: Any) -> EmbedOptions:
@@ -317,6 +348,13 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         _no_empty_input(lists, "input_ids")
         out = await run_in_threadpool(_decoded, svc, lists, req.skip_special_tokens)
         return await answer(lambda: out, size=sum(map(len, lists)))
+
+    for path in _OTHER_MODELS:
+        # TEI answers an embedding model here 424 (error_type Backend); the body is never read.
+        async def refuse(request: Request, path: str = path) -> Response:
+            return error_response(path, 424, other_model(path), tei_type="Backend")
+
+        app.post(path, tags=["tei"], include_in_schema=False)(refuse)
 
     @app.get("/info", tags=["tei"], responses=_answer(TEIInfo))
     async def info() -> Response:
