@@ -134,3 +134,14 @@ def test_other_model_routes_answer_as_tei_does(
     assert body["error_type"] == "Backend"
     assert body["error"].startswith(f"Backend error: {tei_words}: ")
     assert "embedding models only" in body["error"] and needs in body["error"] and "\n" not in body["error"]
+
+
+# 6. truncation_direction "left": the fix named is one that works (the old one named truncate and shortening).
+def test_left_truncation_names_a_fix_that_works(client: TestClient) -> None:
+    response = client.post("/embed", json={"inputs": "a", "truncation_direction": "left"})
+    assert response.status_code == 422
+    assert _error(response) == (
+        "truncation_direction: 'left' is not taken: bertscope cuts long texts on the right only; "
+        'send "right", or leave truncation_direction out'
+    )
+    assert client.post("/embed", json={"inputs": "a", "truncation_direction": "right"}).status_code == 200

@@ -60,7 +60,7 @@ def _right_only(value: Any) -> Any:
         raise PydanticCustomError(
             "one_name",  # one line as written (`validation.readable`)
             f"truncation_direction: {value!r} is not taken: bertscope cuts long texts on the right only; "
-            'shorten the text, or send "truncate": false to have one over the model\'s length refused',
+            'send "right", or leave truncation_direction out',
         )
     return value
 
