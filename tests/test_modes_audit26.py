@@ -5,6 +5,7 @@ BERTSCOPE_CACHE), its files written by hand."""
 from __future__ import annotations
 
 import errno
+import json
 import shutil
 from pathlib import Path
 
@@ -79,4 +80,36 @@ def test_a_fast_bound_without_fast_reads_right_in_the_library_and_on_the_command
     assert ran.stderr.strip() == (
         "error: --fast-min-cosine applies to --fast only; --fast-min-cosine 0.99 is the bound (the least "
         "cosine to float32) that --fast picks its runtime within: add --fast, or leave it out"
+    )
+
+
+def test_a_mode_is_spelled_as_quantize_spells_its_scheme_everywhere(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    from bertscope.backends import modes
+
+    assert [name for name in modes.MODES if "int8_" in name] == [
+        "int8_fused",
+        "int8_static",
+        "openvino-int8_static",
+    ]
+    assert modes.mode_name("Int8-Fused") == modes.mode_name("int8_fused") == "int8_fused"
+    assert modes.mode_name("openvino-int8-static") == "openvino-int8_static"
+    with pytest.raises(bertscope.InvalidSpec) as caught:
+        modes.mode_name("int9")
+    assert "int8_fused, int8_static, openvino-int8, openvino-int8_static" in str(caught.value)
+    (report,) = modes.compare_modes(
+        ["a cat", "a dog"], ["int8-fused"], model=tiny_dirs["bert"], time_it=False
+    )
+    assert report.mode == "int8_fused" and report.ran_as_asked()
+    texts = cache.parent / "texts.txt"
+    texts.write_text("a cat\na dog\n")
+    ran = run_main(
+        "bench", "-m", str(tiny_dirs["bert"]), "-i", str(texts), "--drift", "--modes", "int8-fused", "--json"
+    )
+    assert ran.code == 0, ran
+    assert [row["mode"] for row in json.loads(ran.stdout)] == ["int8_fused"]
+    ran = run_main("bench", "-m", str(tiny_dirs["bert"]), "--drift", "--modes", "int9")
+    assert ran.code != 0 and ran.stderr.strip() == (
+        f"error: --modes: unknown mode 'int9'; choose from: {', '.join(modes.MODES)}"
     )

@@ -67,7 +67,9 @@ def _openvino_int8(quantize: str, label: str) -> Way:
     return Way(options, "int8", label, ("openvino", "onnx", "nncf"), native="vnni")
 
 
-# name -> way; the label is the name `mode="fast"` records in provenance and in its measurement cache.
+# name -> way; the label is the name `mode="fast"` records in provenance and in its measurement cache. An
+# int8 scheme is spelled as quantize= takes it (`int8_fused`, `openvino-int8_static`): one name in the
+# reports, bench's table and JSON, and the errors; `mode_name` reads the hyphenated spelling too.
 MODES: dict[str, Way] = {
     "float32": Way({}, "float32", "torch float32", exact=True, cuda=True),
     "onnxruntime": Way(
@@ -86,11 +88,11 @@ MODES: dict[str, Way] = {
     "int8": _onnxruntime_int8("int8", "onnxruntime int8"),
     # The other int8 schemes (backends/quantize.py): the graph fused offline (QAttention), and calibrated
     # activation scales (QDQ); `mode="fast"` measures them beside the dynamic one and keeps the fastest.
-    "int8-fused": _onnxruntime_int8("int8_fused", "onnxruntime int8 fused"),
-    "int8-static": _onnxruntime_int8("int8_static", "onnxruntime int8 static"),
+    "int8_fused": _onnxruntime_int8("int8_fused", "onnxruntime int8 fused"),
+    "int8_static": _onnxruntime_int8("int8_static", "onnxruntime int8 static"),
     "openvino-int8": _openvino_int8("int8", "openvino int8"),
     # activation scales fitted once on the calibration texts, but the feed-forward outputs' (openvino.py)
-    "openvino-int8-static": _openvino_int8("int8_static", "openvino int8 static"),
+    "openvino-int8_static": _openvino_int8("int8_static", "openvino int8 static"),
 }
 
 
@@ -137,9 +139,12 @@ class ModeReport:
 
 
 def mode_name(mode: str) -> str:
-    """`mode` as `MODES` names it: `int8_static` (as `quantize=` spells its scheme) is `int8-static`;
-    InvalidSpec listing the names where it is none."""
+    """`mode` as `MODES` names it, in any case and either spelling (`int8-static` is `int8_static`, as
+    `quantize=` spells its scheme); InvalidSpec listing the names where it is none."""
     name = mode.strip().lower().replace("_", "-") if isinstance(mode, str) else mode
+    if isinstance(name, str):
+        for scheme in ("fused", "static"):
+            name = name.replace(f"int8-{scheme}", f"int8_{scheme}")
     if name not in MODES:
         raise InvalidSpec(f"unknown mode {mode!r}; choose from: {', '.join(MODES)}")
     return str(name)
@@ -213,7 +218,7 @@ def compare_modes(
 
     if not texts:
         raise InvalidSpec("no texts to compare the modes on")
-    modes = list(dict.fromkeys(mode_name(mode) for mode in modes))  # int8_static is int8-static
+    modes = list(dict.fromkeys(mode_name(mode) for mode in modes))  # int8-static is int8_static
     wanted = list(dict.fromkeys(["float32", *modes]))  # a mode named twice is measured and reported once
 
     def build(dtype: torch.dtype) -> Encoder:

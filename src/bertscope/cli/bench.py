@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, InvalidSpec
 from .app import (
     DeviceOpt,
     JsonOpt,
@@ -62,7 +62,7 @@ def bench(
     `bertscope bench --modes float32,bfloat16 --device cuda`. Read the min cosine before embedding a
     corpus with a fast mode; the bundled sample is the int8 calibration set, so pass your own texts.
     """
-    from ..backends.modes import MODES, compare_modes
+    from ..backends.modes import compare_modes, mode_name
     from ..backends.onnx import calibration_texts
     from ..core.loading import device_kind, resolve_device
     from ..static_model import is_model2vec, load_static
@@ -70,15 +70,13 @@ def bench(
     if is_model2vec(model):  # rows and no forward: no mode to time or drift
         raise load_static(model).refusal("bench (each fast mode of the forward against float32)")
 
-    # int8_fused as int8-fused: the spelling --quantize takes names the same mode (Quantize.parse's rule)
-    # (once each: int8_fused,int8-fused is one mode, one row)
-    names = list(dict.fromkeys(n.strip().lower().replace("_", "-") for n in modes.split(",") if n.strip()))
+    # int8-fused as int8_fused, as --quantize spells it (int8_fused,int8-fused: one mode, one row)
+    try:
+        names = list(dict.fromkeys(mode_name(n) for n in modes.split(",") if n.strip()))
+    except InvalidSpec as exc:
+        raise InvalidInput(f"--modes: {exc}") from None
     if not names:
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
-    for name in names:
-        if name not in MODES:
-            choices = ", ".join(spelled(mode) for mode in MODES)
-            raise InvalidInput(f"--modes: unknown mode {spelled(name)!r}; choose from: {choices}")
     if "float16" in names and device_kind(resolve_device(device)) != "cuda":  # bench has no --dtype to name
         raise InvalidInput("--modes float16 runs on CUDA only; on CPU use --modes bfloat16 or float32")
     if text_field != "text" and not input_path:
@@ -99,7 +97,7 @@ def bench(
         reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
         # a mode not timed (--drift) has no seconds (None in the report), as it has no texts/s: null
-        emit_json([{**r.as_dict(), "mode": spelled(r.mode)} for r in reports])
+        emit_json([r.as_dict() for r in reports])
         return
     table = Table(title=f"{len(texts)} texts, against float32" + ("" if drift else f", median of {repeats}"))
     table.add_column("mode")
@@ -112,14 +110,6 @@ def bench(
     for r in reports:
         speed = [] if drift else [f"{r.texts_per_s:.1f}", f"{r.vs_float32:.2f}x"]
         # the mode asked, and what ran where that differs (OpenVINO bfloat16 without native bfloat16)
-        label = spelled(r.mode) if r.ran_as_asked() else f"{spelled(r.mode)} (ran {r.ran})"
+        label = r.mode if r.ran_as_asked() else f"{r.mode} (ran {r.ran})"
         table.add_row(label, *speed, f"{r.cos_min:.6f}", f"{r.cos_mean:.6f}", f"{r.max_abs:.2e}")
     out.print(table)
-
-
-def spelled(mode: str) -> str:
-    """A mode's name as --quantize spells its scheme (`int8_static`, `openvino-int8_static`), in the help,
-    the table, the JSON and the errors alike; the library's names (`int8-static`) are read too."""
-    for scheme in ("fused", "static"):
-        mode = mode.replace(f"int8-{scheme}", f"int8_{scheme}")
-    return mode
