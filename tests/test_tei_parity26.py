@@ -145,3 +145,16 @@ def test_left_truncation_names_a_fix_that_works(client: TestClient) -> None:
         'send "right", or leave truncation_direction out'
     )
     assert client.post("/embed", json={"inputs": "a", "truncation_direction": "right"}).status_code == 200
+
+
+# 7. dimensions on bertscope's own routes: TEI's /embed and POST / take it too, and are named.
+@pytest.mark.parametrize("name", ["dimensions", "truncate_dim"])
+def test_dimensions_on_v2_embed_names_every_route_that_takes_it(client: TestClient, name: str) -> None:
+    response = client.post("/v2/embed", json={"inputs": "a", name: 8})
+    assert response.status_code == 422
+    said = next(e["msg"] for e in response.json()["errors"] if e["loc"] == ["body", name])
+    assert "no such option" not in said
+    assert "POST /embed" in said and "POST /)" in said and "POST /v1/embeddings" in said
+    for path in ("/embed", "/"):  # and they do take it
+        taken = client.post(path, json={"inputs": "a", "dimensions": 8})
+        assert taken.status_code == 200 and len(taken.json()[0]) == 8

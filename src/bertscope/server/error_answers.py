@@ -292,8 +292,9 @@ def add_error_handlers(app: FastAPI) -> None:
 # that does it (the hint is given where the route's body has that field) and the hint: None, the library's
 # own (core/spec.py's, `named_elsewhere`) in the route's fields (`as_fields`), for a name it has.
 _DIMENSIONS = (
-    "bertscope has no such option: vectors keep the model's full width; a PCA the server loaded reduces "
-    'them ("post": its name; serve --post NAME=FILE), and POST /v1/embeddings takes dimensions'
+    "this route's vectors keep the model's full width; TEI's POST /embed (and POST /) and POST "
+    "/v1/embeddings take dimensions (the first N, unit length again), or a PCA the server loaded reduces "
+    'them here ("post": its name; serve --post NAME=FILE)'
 )
 _OTHER_NAMES: dict[str, tuple[str, str | None]] = {
     "normalize_embeddings": ("normalize", None),
