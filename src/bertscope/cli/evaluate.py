@@ -243,7 +243,7 @@ def eval_words(
     old_pairs: Annotated[Path | None, typer.Option("--pairs", hidden=True)] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use only the first N pairs.")] = None,
     layers: Annotated[
-        str, typer.Option("--layers", "-l", help="Layers of the decontextualised and aggregated kinds.")
+        str, typer.Option("--layers", "-l", help="Layers of the decontextualized and aggregated kinds.")
     ] = "all",
     corpus: Annotated[
         str | None, typer.Option("--corpus", help="Also aggregate each word over this corpus (one per line).")
@@ -315,7 +315,7 @@ def eval_words(
     cov = result.coverage
     out.print(
         f"coverage: {cov['n_pairs']} pairs, {cov['n_words']} words: {cov['n_words_whole']} whole, "
-        f"{cov['n_words_split']} split into word pieces (rows and decontextualised: a split word is the "
+        f"{cov['n_words_split']} split into word pieces (rows and decontextualized: a split word is the "
         "mean of its pieces)",
         highlight=False,
     )

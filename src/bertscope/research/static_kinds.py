@@ -1,11 +1,11 @@
 """The kinds of static vector one model gives, and how they compare on word similarity.
 
     rows            the input embedding matrix: a word is the mean of its pieces' rows (`Model.static_word`)
-    decontextualised  the word alone through the model, [CLS] w [SEP], its pieces' mean at a layer
+    decontextualized  the word alone through the model, [CLS] w [SEP], its pieces' mean at a layer
     aggregated      the word's mean layer-L vector over a corpus (`research.aggregate`, Bommasani et al. 2020)
-    distilled       a model2vec static model (`research.distill`): decontextualised pieces, PCA, Zipf weights
+    distilled       a model2vec static model (`research.distill`): decontextualized pieces, PCA, Zipf weights
 
-Decontextualised vectors run bertscope's own exact forward (the engine, float32 equal to Hugging Face):
+Decontextualized vectors run bertscope's own exact forward (the engine, float32 equal to Hugging Face):
 the mean of the word's own pieces at the layer asked, the specials left out. model2vec's distillation
 instead averages [CLS], the piece and [SEP] of the last layer; the distilled kind is model2vec's.
 """
@@ -28,6 +28,7 @@ from ..errors import InvalidInput, caller_level
 from ..static import spelled_pieces
 from .aggregate import AggregatedStatic, layer_column, word_key
 from .analysis import correlations, indexed_word_pairs
+from .contextuality import given_words
 
 __all__ = [
     "DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "distilled_for",
@@ -123,7 +124,7 @@ def compare_kinds(
 ) -> KindsEval:
     """Spearman of cosine vs gold for every static kind on the same word pairs, with coverage.
 
-    Rows and decontextualised vectors cover every pair (a word the vocabulary lacks is its pieces'
+    Rows and decontextualized vectors cover every pair (a word the vocabulary lacks is its pieces'
     mean); aggregated vectors cover the pairs whose two words the corpus held (keyed as the tokenizer
     normalises them); the distilled model (a model2vec folder, or one `distilled_for` read) covers
     every pair.
@@ -185,17 +186,27 @@ def compare_kinds(
 
 
 def _spelled_words(model: Any, words: list[str], pairs: Sequence[tuple[str, str, float]]) -> list[Any]:
-    """Each word's `static_word`, a word read as [UNK] refused by the first pair it is in (the command
-    line: by its file and line), not by the word alone."""
+    """Each word's `static_word`, a word read as [UNK] or as several words ("cat dog", "cat,") refused by
+    the first pair it is in (the command line: by its file and line), not by the word alone."""
     found = []
     for word in words:
         try:
             found.append(model.static_word(word))
         except InvalidInput as exc:
-            number, column = next((n, c) for n, p in enumerate(pairs) for c in (0, 1) if p[c] == word)
-            side = ("first", "second")[column]
-            raise InvalidInput(f"{text_named('pair', number)}: the {side} word: {exc}") from None
+            raise InvalidInput(f"{_first_use(word, pairs)}: {exc}") from None
+    # A phrase or a word with its punctuation was averaged over its words and counted as one word split
+    # into pieces: refused, as `senses` and `contextuality` refuse a word the tokenizer reads as several.
+    split = given_words(model, words)[1]
+    for word in words:
+        if (why := split.get(word.strip().lower())) is not None:
+            raise InvalidInput(f"{_first_use(word, pairs)} {word!r} is not one word: {why}")
     return found
+
+
+def _first_use(word: str, pairs: Sequence[tuple[str, str, float]]) -> str:
+    """The first pair holding `word` and its side: "pair 3: the first word" (the command line: its line)."""
+    number, column = next((n, c) for n, p in enumerate(pairs) for c in (0, 1) if p[c] == word)
+    return f"{text_named('pair', number)}: the {('first', 'second')[column]} word"
 
 
 def distilled_for(model: Any, folder: str | os.PathLike[str]) -> Any:
