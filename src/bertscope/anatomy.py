@@ -93,7 +93,8 @@ class Anatomy:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: text, pair, tokens, ids, token_type_ids, position_ids, lacks, positions_in_attention,
-        notes, n_dropped, max_abs_error, proof_bound, and `steps`.
+        notes, n_dropped, max_abs_error, proof_bound, proof_holds (whether max_abs_error is at most
+        proof_bound: false where it is NaN), and `steps`.
 
         position_ids are the rotary positions where `positions_in_attention` is "rotary", [] where the
         family uses none the anatomy can show.
@@ -116,6 +117,7 @@ class Anatomy:
             "n_dropped": self.n_dropped,
             "max_abs_error": self.max_abs_error,
             "proof_bound": self.proof_bound,
+            "proof_holds": self.proof_holds,
             "steps": {s: None if getattr(self, s) is None else rows(getattr(self, s)) for s in STEPS},
         }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,12 +17,10 @@ from ..core.writable import refuse_unwritable
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
-    CutOpt,
     DeviceOpt,
     DtypeOpt,
     EngineOpt,
     JsonOpt,
-    LongOpt,
     ModelOpt,
     PairOpt,
     QuantizeOpt,
@@ -31,11 +30,13 @@ from .app import (
     emit_json,
     err,
     load_model,
+    no_text,
     old_spelling,
     out,
     pair_note,
     say_cut,
     top_k_option,
+    warn,
     with_pair,
 )
 from .typer_setup import missing_argument
@@ -113,73 +114,208 @@ def _beside(facts: dict[str, Any], after: str, **added: Any) -> dict[str, Any]:
     return {**{k: facts[k] for k in keys[:at]}, **added, **{k: facts[k] for k in keys[at:]}}
 
 
+# -i as embed reads it (read_corpus: a text a line, or records' text field)
+InputPathOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+    ),
+]
+# said where the long-text choices are: a pair is never cut (core/tokens.py), so no --long reaches it
+PAIR_LONG = "a --pair over the limit is refused whatever --long says: either part could be cut"
+TokensLongOpt = Annotated[
+    str, typer.Option("--long", help=f"Texts over the model's limit: truncate, window, error ({PAIR_LONG}).")
+]
+AnatomyLongOpt = Annotated[
+    str,
+    typer.Option(
+        "--long", help=f"A text over the model's limit: truncate (the cut is said) or error ({PAIR_LONG})."
+    ),
+]
+BATCH = 256  # texts tokenized at once: the tokenizer's batch, and all a run holds of a long -i file
+
+
 @app.command()
 def tokens(
-    texts: Annotated[list[str], typer.Argument(help="Texts to tokenize.")],
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to tokenize.")] = None,
+    input_path: InputPathOpt = None,
     pad: Annotated[
         bool, typer.Option("--pad", help="Show the padded batch with its attention mask.")
     ] = False,
     pair: PairOpt = None,
-    long: LongOpt = "truncate",
+    long: TokensLongOpt = "truncate",
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show how texts become word pieces: token, id, word, character span, special (and segment, --pair).
 
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
-    `bertscope tokens "How are you?" --pair "Fine."`, `bertscope tokens "$(cat long.txt)" --long window`
-    (every token, as embed's --long window reads them)
+    `bertscope tokens -i texts.txt --json` (a text a line, each with its line number as `id`; `-i -` reads
+    stdin), `bertscope tokens "How are you?" --pair "Fine."`,
+    `bertscope tokens "$(cat long.txt)" --long window` (every token, as embed's --long window reads them)
     """
-    from ..core.tokens import named_as
-    from .embed_printed import argument_named, check_argument_texts
+    from .embed_printed import check_argument_texts
 
-    check_argument_texts(texts, command="tokens", reads_input=False)
+    check_argument_texts(texts, command="tokens", reads_input=True)
+    batches = _given_batches(texts, input_path)  # a file checked now, read as its texts are printed
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
-    with named_as(argument_named):  # "text 2" is the second argument, as embed names it
-        toks = m.tokenize(with_pair(texts, pair), long=long)
-    say_cut([t.n_dropped for t in toks], m.max_tokens, TOKENS_FIX)
+    cut: list[int] = []  # the texts cut at the limit, by their tokens dropped; `shown` the texts
+    shown = _tokenized(m, batches, pair, long, from_file=input_path is not None, cut=cut)
     if pad:
-        from ..core.tokens import pad_batch
+        _print_padded(m, [tok for tok, _ in shown], as_json=as_json)
+    elif as_json:  # one document, written text by text: a long file is never held whole
+        _write_json_items({**tok.to_dict(), "id": id_} for tok, id_ in shown)
+    else:
+        for tok, id_ in shown:
+            _print_tokens(m, tok, id_ if input_path is not None else None)
+    say_cut(cut, m.max_tokens, TOKENS_FIX)
 
-        ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
-        types, _ = pad_batch([t.token_type_ids for t in toks], 0)
-        batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        if as_json:
-            emit_json({**batch, "pad_id": m.pad_id})
-            return
-        for row, tok in enumerate(toks):
-            table = Table(title=f"text {row}: {_titled(tok.text, tok.pair)}")
-            table.add_column("")
-            for col in range(ids.shape[1]):
-                table.add_column(str(col), justify="right")
-            names = tok.tokens + [m.id_to_token.get(m.pad_id, "[PAD]")] * (ids.shape[1] - len(tok))
-            table.add_row("token", *names)
-            for key, matrix in batch.items():
-                table.add_row(key, *(str(v) for v in matrix[row]))
-            out.print(table)
-        return
+
+def _given_batches(texts: list[str] | None, input_path: str | None) -> Iterator[tuple[list[str], list[str]]]:
+    """The texts and their ids, `BATCH` at a time, read and numbered as embed prints them (`read_inputs`):
+    arguments 1, 2, ...; -i FILE's records by line (or data row), empty lines skipped and said on stderr.
+    The file is checked here and read lazily, so a run holds a batch of it, never the whole."""
+    from .embed_printed import read_inputs
+
+    if input_path is None or texts:
+        given, ids = read_inputs(texts, input_path)  # the arguments; texts and -i both: refused there
+        return ((given[at : at + BATCH], ids[at : at + BATCH]) for at in range(0, len(given), BATCH))
+    from ..io.readers import Rejects, read_corpus
+
+    rejects = Rejects()
+    records = read_corpus(input_path, rejects=rejects)  # a missing or unreadable file: refused now
+    return _records_batched(records, input_path, rejects)
+
+
+def _records_batched(
+    records: Iterator[Any], input_path: str, rejects: Any
+) -> Iterator[tuple[list[str], list[str]]]:
+    """-i FILE's texts and ids, `BATCH` at a time; a file with no text is refused, and the empty lines
+    skipped are said at its end, in `read_inputs`' words."""
+    texts: list[str] = []
+    ids: list[str] = []
+    read = 0
+    for record in records:
+        texts.append(record.text)
+        ids.append(record.id)
+        read += 1
+        if len(texts) == BATCH:
+            yield texts, ids
+            texts, ids = [], []
+    if texts:
+        yield texts, ids
+    if not read:
+        raise no_text(input_path, "text", rejects)
+    if rejects.empty:
+        lines = input_path == "-" or input_path.lower().endswith(".txt")
+        unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
+        warn(f"{rejects.empty} empty {unit} skipped (ids name each text's own line)", label="note:")
+
+
+def _tokenized(
+    m: Any, batches: Iterator[tuple[list[str], list[str]]], pair: str | None, long: str, *,
+    from_file: bool, cut: list[int],
+) -> Iterator[tuple[Any, str]]:  # fmt: skip
+    """Each text's `Tokens` and id, a batch tokenized at a time; a refusal names the text as embed names
+    it ("text 2", "the text of id '7'"). `cut` gets the tokens dropped of each text cut at the limit."""
+    from ..core.tokens import named_as
+    from .embed_printed import printed_names
+
+    texts = 0
+    for given, ids in batches:
+        with named_as(printed_names(ids, from_file=from_file)):
+            toks = m.tokenize(with_pair(given, pair), long=long)
+        if pair is not None:
+            _refuse_second_segment(m, toks)
+        texts += len(toks)
+        cut.extend(n for tok in toks if (n := tok.n_dropped))
+        yield from zip(toks, ids, strict=True)
+    cut.extend([0] * (texts - len(cut)))  # the texts kept whole, for the cut line's count of texts
+
+
+def _refuse_second_segment(m: Any, toks: list[Any]) -> None:
+    """Refuse a pair whose B reads segment 1 where the model has one segment row (type_vocab_size=1), in
+    the words embed and anatomy refuse it (`Engine.check_ids`): the model would index past its table."""
+    engine = getattr(m, "engine", None)  # a loaded model; a folder view reads its config
+    if engine is not None:
+        rows = engine.type_rows
+    else:
+        size = m.config.get("type_vocab_size")
+        rows = size if isinstance(size, int) and size > 0 else None  # none or 0: no segment read
+    highest = max((max(tok.token_type_ids, default=0) for tok in toks), default=0)
+    if rows is not None and m.family.uses_token_types and highest >= rows:
+        raise InvalidInput(
+            f"segment (token type) id {highest} is out of range: this model has type_vocab_size={rows}, "
+            "so it takes no text pairs; tokenize the texts apart (drop --pair)"
+        )
+
+
+def _write_json_items(items: Iterator[dict[str, Any]]) -> None:
+    """`{"items": [...]}` on stdout as emit_json writes it, an item at a time, so memory stays flat: nothing
+    is written before the first item is made, and a refusal part-way (exit 1, said on stderr) leaves the
+    document unclosed, never a whole-looking one short of its texts."""
+    import json
+    import sys
+
+    from .typer_setup import pipe_closed
+
+    opening = '{"items": ['
+    try:
+        for item in items:
+            sys.stdout.write(opening + json.dumps(item, ensure_ascii=False))
+            opening = ", "
+        sys.stdout.write(("" if opening == ", " else opening) + "]}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: ended as emit_json ends it, not as a failure
+        pipe_closed()
+
+
+def _print_padded(m: Any, toks: list[Any], *, as_json: bool) -> None:
+    """The padded batch with its attention mask and token type ids: a table per text, or JSON."""
+    from ..core.tokens import pad_batch
+
+    ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
+    types, _ = pad_batch([t.token_type_ids for t in toks], 0)
+    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
     if as_json:
-        emit_json({"items": [t.to_dict() for t in toks]})
+        emit_json({**batch, "pad_id": m.pad_id})
         return
-    for tok in toks:
-        table = Table(title=_titled(tok.text, tok.pair))
-        for heading in ("token", "id", "word", "chars", "text", "special", *(["segment"] if pair else [])):
-            table.add_column(heading)
-        for index, rec in enumerate(tok.as_records()):
-            span = f"{rec['start']}-{rec['end']}"
-            table.add_row(
-                str(rec["token"]),
-                str(rec["id"]),
-                "" if rec["word"] is None else str(rec["word"]),
-                span,
-                tok.span_text(index),
-                "yes" if rec["special"] else "",
-                *([str(rec.get("token_type_id", 0))] if pair else []),
-            )
+    for row, tok in enumerate(toks):
+        table = Table(title=f"text {row}: {_titled(tok.text, tok.pair)}")
+        table.add_column("")
+        for col in range(ids.shape[1]):
+            table.add_column(str(col), justify="right")
+        names = tok.tokens + [m.id_to_token.get(m.pad_id, "[PAD]")] * (ids.shape[1] - len(tok))
+        table.add_row("token", *names)
+        for key, matrix in batch.items():
+            table.add_row(key, *(str(v) for v in matrix[row]))
         out.print(table)
-        if tok.pair is not None and not any(tok.token_type_ids):
-            err.print(pair_note(m))
+
+
+def _print_tokens(m: Any, tok: Any, id_: str | None) -> None:
+    """One text's table: token, id, word, character span, text, special (and segment for a pair); an -i
+    record's title starts with its id."""
+    title = _titled(tok.text, tok.pair)
+    table = Table(title=title if id_ is None else f"{id_}: {title}")
+    pair = tok.pair is not None
+    for heading in ("token", "id", "word", "chars", "text", "special", *(["segment"] if pair else [])):
+        table.add_column(heading)
+    for index, rec in enumerate(tok.as_records()):
+        table.add_row(
+            str(rec["token"]),
+            str(rec["id"]),
+            "" if rec["word"] is None else str(rec["word"]),
+            f"{rec['start']}-{rec['end']}",
+            tok.span_text(index),
+            "yes" if rec["special"] else "",
+            *([str(rec.get("token_type_id", 0))] if pair else []),
+        )
+    out.print(table)
+    if pair and not any(tok.token_type_ids):
+        err.print(pair_note(m))
 
 
 @app.command()
@@ -399,7 +535,7 @@ def anatomy(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
-    long: CutOpt = "truncate",
+    long: AnatomyLongOpt = "truncate",
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + segment + position rows, LayerNorm, and the proof.
@@ -446,11 +582,13 @@ def anatomy(
         recipe = f"projection(LayerNorm({parts}))"
     else:
         recipe = f"LayerNorm({parts})"
+    # the comparison the proof makes (`proof_holds`: at most the bound), said as it came out; a NaN
+    # error is not within it
     verdict = ("holds", "green") if a.proof_holds else ("FAILS", "red")
     out.print(
         Text.assemble(
             f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} "
-            f"(< {_bound_said(a)}) ",
+            f"({'' if a.proof_holds else 'not '}<= {_bound_said(a)}) ",
             verdict,
         )
     )
@@ -490,12 +628,12 @@ def _exit_if_proof_fails(anatomy: Any, model: Any) -> None:
     if lossy := lossy_runtime(model):
         said = (
             f"the parts (the float32 weights) rebuild this model's layer 0 only to {error:.2e} (not "
-            f"< {bound}): its {lossy} runtime rounds layer 0; drop --quantize/--dtype to take the float32 "
+            f"<= {bound}): its {lossy} runtime rounds layer 0; drop --quantize/--dtype to take the float32 "
             "model apart, where the proof holds"
         )
     else:
         said = (
-            f"the parts rebuild the model's layer 0 only to {error:.2e} (not < {bound}), so this anatomy is "
+            f"the parts rebuild the model's layer 0 only to {error:.2e} (not <= {bound}), so this anatomy is "
             "not the model's own; please report it with the model's config.json"
         )
     err.print(f"error: {said}")
