@@ -162,7 +162,7 @@ def tokens(
     batches = _given_batches(texts, input_path)  # a file checked now, read as its texts are printed
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
-    cut: list[int] = []  # the texts cut at the limit, by their tokens dropped; `shown` the texts
+    cut: list[int] = []  # tokens dropped: the cut texts as they come, then a 0 for each kept whole
     shown = _tokenized(m, batches, pair, long, from_file=input_path is not None, cut=cut)
     if pad:
         _print_padded(m, [tok for tok, _ in shown], as_json=as_json)
