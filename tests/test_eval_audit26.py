@@ -7,11 +7,16 @@ one spelling and one plural in the messages."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import bertscope
 from bertscope.errors import InvalidInput
+from bertscope.io.occurrences import Occurrence
+from bertscope.research import plots
+from bertscope.research.senses import Sense, Senses
 from bertscope.research.static_kinds import compare_kinds
 from console import run_main
 
@@ -45,3 +50,62 @@ def test_eval_words_spells_decontextualized_one_way(bundled_path: Path, tmp_path
     assert ran.code == 0, ran.stderr
     assert "1 split into word pieces (rows and decontextualized: " in ran.stdout
     assert "decontextualised" not in ran.stdout
+
+
+def _senses(examples: bool, n: int = 12) -> Senses:
+    """Two senses of 'bank' over n random points, with or without their central examples."""
+    long = '"«Bank»!" he shouted across the water to the boat by the shore'
+    sizes = (n - n // 3, n // 3)
+    found = [
+        Sense(k, size, [Occurrence(str(k), 0, 0, 4, snippet, 0.9)] if examples else [])
+        for k, (size, snippet) in enumerate(zip(sizes, (long, "Fish swim by the «bank»."), strict=True))
+    ]
+    labels = np.array([0] * sizes[0] + [1] * sizes[1])
+    occurrences = [Occurrence(str(i), 0, 0, 4, "«bank»") for i in range(n)]
+    vectors = np.random.default_rng(0).normal(size=(n, 8)).astype(np.float32)
+    return Senses("bank", 2, "2 clusters: given", {}, found, occurrences, labels, vectors)
+
+
+def _drawn(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures plot_senses would save, kept instead of written."""
+    figures: list[Any] = []
+
+    def kept(figure: Any, path: str | Path, **_: Any) -> Path:
+        figures.append(figure)
+        return Path(path)
+
+    monkeypatch.setattr(plots, "save_figure", kept)
+    return figures
+
+
+def test_senses_legend_says_every_sense_in_one_form(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    figures = _drawn(monkeypatch)
+    plots.plot_senses(_senses(True), tmp_path / "s.png")
+    plots.plot_senses(_senses(False), tmp_path / "s.png")
+    said = [figure.axes[0].get_legend_handles_labels()[1] for figure in figures]
+    assert said == [
+        ['sense 0: 8 ("«Bank»!" he shouted across the water to…)', "sense 1: 4 (Fish swim by the «bank».)"],
+        ["sense 0: 8", "sense 1: 4"],
+    ]
+
+
+def test_senses_seed_reaches_the_pictures_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # UMAP's layout (not installed here) moves with its seed; t-SNE from its PCA start does not: what is
+    # checked is that --seed reaches the projection, which was laid out with seed 0 whatever was given
+    from bertscope.research import senses
+
+    monkeypatch.setattr(senses, "word_senses", lambda *args, **kwargs: _senses(True))
+    figures, seeds = _drawn(monkeypatch), []
+    project = plots._project
+
+    def seeded(points: np.ndarray, how: plots.Projection, seed: int) -> np.ndarray:
+        seeds.append((how, seed))
+        return project(points, how, seed)
+
+    monkeypatch.setattr(plots, "_project", seeded)
+    picture, store = tmp_path / "s.png", tmp_path / "words.parquet"
+    for seed in ("7", "3"):
+        ran = run_main("senses", "bank", "--store", str(store), "-o", str(picture), "--method", "tsne",
+                       "--seed", seed)  # fmt: skip
+        assert ran.code == 0, ran.stderr
+    assert seeds == [(plots.Projection.TSNE, 7), (plots.Projection.TSNE, 3)] and len(figures) == 2

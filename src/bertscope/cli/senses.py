@@ -43,7 +43,10 @@ def senses(
         int | None,
         typer.Option("--layer", help="One layer of a stacked store (embed --combine stack); default: all."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the clustering (k-means' starts).")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option("--seed", help="Seed of the clustering (k-means' starts) and of the picture's layout."),
+    ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Cluster a word's occurrences into senses; print each sense's size and most central examples.
@@ -69,7 +72,7 @@ def senses(
     if picture is not None:
         from ..research.plots import plot_senses
 
-        plot_senses(found, picture, method=how, overwrite=overwrite)
+        plot_senses(found, picture, method=how, seed=seed, overwrite=overwrite)
         err.print(f"wrote {output}", highlight=False)
     if found.capped:
         warn(

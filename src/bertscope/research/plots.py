@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..core.encoder import Encoder
     from .analysis import SweepResult, WordEval
     from .contextuality import Contextuality
-    from .senses import Senses
+    from .senses import Sense, Senses
 
 __all__ = [
     "picture_file",
@@ -246,7 +246,8 @@ def plot_senses(
     seed: int = 0,
     overwrite: bool = False,
 ) -> Path:
-    """A word's occurrences in 2-D (PCA or t-SNE), coloured by sense, the central example of each named."""
+    """A word's occurrences in 2-D (PCA, t-SNE or UMAP, laid out with `seed`), coloured by sense, each
+    sense's size and central example in the legend."""
     how = Projection.parse(method, what="projection")
     picture_file(path, overwrite=overwrite)
     flat = _project(senses.vectors, how, seed)
@@ -254,16 +255,22 @@ def plot_senses(
     ax = figure.add_subplot()
     for sense in senses.senses:
         chosen = senses.labels == sense.sense
-        first = sense.examples[0].snippet if sense.examples else ""
-        label = (
-            f"{sense.sense}: {sense.size} ({first[:40]}…)" if len(first) > 40 else f"{sense.sense}: {first}"
-        )
-        ax.scatter(flat[chosen, 0], flat[chosen, 1], label=label, alpha=0.75)
+        ax.scatter(flat[chosen, 0], flat[chosen, 1], label=_sense_label(sense), alpha=0.75)
     ax.set_xlabel(f"{how.value} 1")
     ax.set_ylabel(f"{how.value} 2")
     ax.set_title(f"senses of {senses.word!r}: {senses.criterion}", fontsize=9)
     ax.legend(fontsize=7)
     return save_figure(figure, path, overwrite=overwrite)
+
+
+def _sense_label(sense: Sense) -> str:
+    """A sense's legend entry, one form for every sense: "sense 0: 8 (its central example)", the example
+    cut at 40 characters, left out where none is shown (`--examples 0`)."""
+    label = f"sense {sense.sense}: {sense.size}"
+    if not sense.examples:
+        return label
+    first = sense.examples[0].snippet
+    return f"{label} ({first[:40]}…)" if len(first) > 40 else f"{label} ({first})"
 
 
 def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
