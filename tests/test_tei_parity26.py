@@ -158,3 +158,29 @@ def test_dimensions_on_v2_embed_names_every_route_that_takes_it(client: TestClie
     for path in ("/embed", "/"):  # and they do take it
         taken = client.post(path, json={"inputs": "a", "dimensions": 8})
         assert taken.status_code == 200 and len(taken.json()[0]) == 8
+
+
+# 8. /openapi.json lists each route's own errors: a GET without a body none of a body's, no 401 without a
+# key (or on the open paths), /v1/'s 400 for its refusals (never 422), TEI's error body on TEI's routes.
+def _responses(doc: dict[str, Any], path: str, method: str) -> dict[str, Any]:
+    return doc["paths"][path][method]["responses"]  # type: ignore[no-any-return]
+
+
+def test_openapi_lists_each_routes_own_errors(client: TestClient, bundled: bertscope.Model) -> None:
+    doc = client.get("/openapi.json").json()
+    for path in ("/ping", "/health", "/info", "/v2/info"):
+        assert not {"400", "401", "408", "413", "415", "422", "429"} & set(_responses(doc, path, "get")), path
+    v1 = _responses(doc, "/v1/embeddings", "post")
+    assert "422" not in v1 and "400" in v1 and "OpenAI" in v1["400"]["description"]
+    assert client.post("/v1/embeddings", json={"input": 3}).status_code == 400
+    tei_error = {"$ref": "#/components/schemas/TEIError"}
+    for path in ("/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode"):
+        for status, answer in _responses(doc, path, "post").items():
+            if status != "200":
+                assert answer["content"]["application/json"]["schema"] == tei_error, (path, status)
+    assert _responses(doc, "/v2/embed", "post")["422"]["content"]["application/json"]["schema"] != tei_error
+    assert "401" not in _responses(doc, "/v2/embed", "post")  # no --api-key here
+    with TestClient(create_app(bundled, settings=ServerSettings(api_key="k"))) as keyed:
+        keyed_doc = keyed.get("/openapi.json").json()
+    assert "401" in _responses(keyed_doc, "/v2/embed", "post") and "401" in _responses(keyed_doc, "/", "post")
+    assert "401" not in _responses(keyed_doc, "/health", "get")

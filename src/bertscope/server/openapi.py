@@ -23,6 +23,8 @@ from pydantic.json_schema import models_json_schema
 
 from ..core._enums import Combine, LongText, Pooling
 from ..core.pooling import POOLING_RULES, PoolingRule
+from .error_answers import TEI_PATHS
+from .guard import OPEN_PATHS
 from .response_schemas import ANSWERS
 from .settings import TokenIds
 
@@ -99,6 +101,7 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
     fitted = _filled(doc, fits)
     schemas = fitted.setdefault("components", {}).setdefault("schemas", {})
     _answer_schemas(fitted["paths"], schemas)
+    _error_answers(fitted["paths"], keyed=bool(settings.api_key))
     schemas["Text"] = {
         "type": "string",
         "pattern": visible_pattern(),
@@ -128,6 +131,45 @@ def _answer_schemas(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
         schemas.setdefault(name, schema)
     for content, model in empty:
         content["schema"] = {"$ref": ref.format(model=model.__name__)}
+
+
+# The errors only a request body can cause: not UTF-8 JSON, late, too big, not JSON, invalid; and a full
+# queue, which only routes that run the model or the tokenizer meet.
+_BODY_ERRORS = ("400", "408", "413", "415", "422", "429")
+_TEI_ERROR = {"$ref": "#/components/schemas/TEIError"}
+_TEI_400 = (
+    "TEI's Empty: an empty batch, text or id list (error_type \"Empty\"); or a body TEI's JSON parser "
+    "refuses (error_type Validation)."
+)
+_OPENAI_400 = (
+    "OpenAI's invalid_request_error: a field or an input the route cannot take (`param` names the field), "
+    "an input over the model's context, or a body that is not UTF-8 JSON."
+)
+
+
+def _error_answers(paths: dict[str, Any], *, keyed: bool) -> None:
+    """Each route's error answers as it gives them (the app lists every code on every route): a GET
+    without a body none of a body's; 401 only where a key is asked; /v1/ OpenAI's 400 for the 422; TEI's
+    routes TEI's error body."""
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            responses: dict[str, Any] = operation.get("responses", {})
+            if "requestBody" not in operation:
+                for status in _BODY_ERRORS:
+                    if status != "422" or not operation.get("parameters"):
+                        responses.pop(status, None)
+            if not keyed or (path in OPEN_PATHS and not (path == "/" and method == "post")):
+                responses.pop("401", None)
+            if path.startswith("/v1/"):
+                responses.pop("422", None)  # OpenAI answers a request it cannot take 400
+                if "400" in responses:
+                    responses["400"] = {**responses["400"], "description": _OPENAI_400}
+            elif path in TEI_PATHS and not (path == "/" and method == "get"):  # GET / is the explorer's page
+                for status, answer in responses.items():
+                    if status.startswith(("4", "5")) and "content" in answer:
+                        answer["content"] = {"application/json": {"schema": _TEI_ERROR}}
+                if "400" in responses:
+                    responses["400"] = {**responses["400"], "description": _TEI_400}
 
 
 def _filled(node: Any, fits: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> Any:
