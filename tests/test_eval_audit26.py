@@ -6,6 +6,7 @@ one spelling and one plural in the messages."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import bertscope
 from bertscope.errors import InvalidInput
 from bertscope.io.occurrences import Occurrence
 from bertscope.research import plots
+from bertscope.research.baseline import best_threshold, read_numbered_pairs
 from bertscope.research.senses import Sense, Senses
 from bertscope.research.static_kinds import compare_kinds
 from console import run_main
@@ -109,3 +111,23 @@ def test_senses_seed_reaches_the_pictures_layout(monkeypatch: pytest.MonkeyPatch
                        "--seed", seed)  # fmt: skip
         assert ran.code == 0, ran.stderr
     assert seeds == [(plots.Projection.TSNE, 7), (plots.Projection.TSNE, 3)] and len(figures) == 2
+
+
+def test_calibrate_warns_of_repeated_pairs_as_eval_pairs_does(tmp_path: Path) -> None:
+    path = tmp_path / "t.tsv"
+    path.write_text("a cat\ta dog\t1\na cat\ta dog\t0\nred car\tblue sky\t0\nhello\thi there\t1\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows, numbers = read_numbered_pairs(path)
+    assert [str(w.message) for w in caught] == [
+        f"{path}: 1 pair(s) repeat an earlier line's texts (line 2 repeats line 1; 1 with another label); "
+        "each is scored as a pair of its own: drop the repeats if they were not meant"
+    ]
+    assert len(rows) == 4 and numbers == [1, 2, 3, 4]
+
+
+def test_one_pair_of_one_label_is_said_in_the_singular() -> None:
+    with pytest.raises(InvalidInput, match=r"^the one pair is labelled same \(1\): a threshold needs"):
+        best_threshold(np.array([0.5]), np.array([1]))
+    with pytest.raises(InvalidInput, match=r"^all 2 pairs are labelled different \(0\): a threshold"):
+        best_threshold(np.array([0.5, 0.2]), np.array([0, 0]))

@@ -139,7 +139,7 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
     is not a scored pair (a word for a score, a missing one: 'n/a', 'NA', '-', empty) is refused with its
     line number, never dropped.
     """
-    from .baseline import LABEL_COLUMNS, names_text_columns
+    from .baseline import LABEL_COLUMNS, names_text_columns, warn_repeated_pairs
 
     name = shown_path(path)  # <stdin> for -
     left, right, gold, numbers = [], [], [], []
@@ -175,39 +175,12 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
             UserWarning,
             stacklevel=2,
         )
-    _warn_repeats(name, left, right, gold, numbers)
+    warn_repeated_pairs(name, left, right, gold, numbers, value="gold score")
     if len(gold) < 3:
         raise CorpusError(f"{name} has {len(gold)} scored pairs; a correlation needs at least 3")
     if (why := constant_gold(gold)) is not None:
         raise CorpusError(f"{name}: {why}")
     return left, right, np.array(gold), numbers
-
-
-def _warn_repeats(
-    name: str, left: list[str], right: list[str], gold: list[float], numbers: list[int]
-) -> None:
-    """Warn once of pairs that repeat an earlier line's two texts (in either order): each is counted as a
-    pair of its own, which weighs it twice in every correlation; kept, since they are the user's data."""
-    first: dict[tuple[str, str], int] = {}
-    repeats: list[tuple[int, int]] = []  # (index, index of the line it repeats)
-    for i, (a, b) in enumerate(zip(left, right, strict=True)):
-        key = (a, b) if a <= b else (b, a)
-        if key in first:
-            repeats.append((i, first[key]))
-        else:
-            first[key] = i
-    if not repeats:
-        return
-    shown = ", ".join(f"line {numbers[i]} repeats line {numbers[j]}" for i, j in repeats[:3])
-    contradicting = sum(gold[i] != gold[j] for i, j in repeats)
-    other = f"; {contradicting} with another gold score" if contradicting else ""
-    warnings.warn(
-        f"{name}: {len(repeats)} pair(s) repeat an earlier line's texts ({shown}"
-        f"{' ...' if len(repeats) > 3 else ''}{other}); each is scored as a pair of its own: drop the "
-        "repeats if they were not meant",
-        UserWarning,
-        stacklevel=3,
-    )
 
 
 def _not_a_score(field: str) -> str:

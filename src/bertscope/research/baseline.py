@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -306,9 +307,8 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
     labels = np.asarray(labels).astype(bool)
     if labels.all() or not labels.any():
         only = "same (1)" if labels.any() else "different (0)"
-        raise InvalidInput(
-            f"all {len(labels)} pairs are labelled {only}: a threshold needs pairs of both classes"
-        )
+        given = f"all {len(labels)} pairs are" if len(labels) > 1 else "the one pair is"
+        raise InvalidInput(f"{given} labelled {only}: a threshold needs pairs of both classes")
     order = np.argsort(-scores, kind="stable")
     ranked, hits = scores[order], labels[order]
     true_pos = np.cumsum(hits)
@@ -427,7 +427,37 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[tuple[str, str, int]], l
         numbers.append(number)
     if not rows:
         raise InvalidInput(f"{name} holds no labelled pairs: give lines TEXT<TAB>TEXT<TAB>0/1")
+    first, second, labels = zip(*rows, strict=True)
+    warn_repeated_pairs(name, list(first), list(second), list(labels), numbers, value="label")
     return rows, numbers
+
+
+def warn_repeated_pairs(
+    name: str, left: list[str], right: list[str], given: Sequence[float], numbers: list[int], *, value: str
+) -> None:
+    """Warn once of a pairs file's pairs that repeat an earlier line's two texts (in either order), saying
+    how many carry another `value` ("gold score" for `eval pairs`, "label" for `calibrate`): each is
+    counted as a pair of its own, which weighs it twice; kept, since they are the user's data."""
+    first: dict[tuple[str, str], int] = {}
+    repeats: list[tuple[int, int]] = []  # (index, index of the line it repeats)
+    for i, (a, b) in enumerate(zip(left, right, strict=True)):
+        key = (a, b) if a <= b else (b, a)
+        if key in first:
+            repeats.append((i, first[key]))
+        else:
+            first[key] = i
+    if not repeats:
+        return
+    shown = ", ".join(f"line {numbers[i]} repeats line {numbers[j]}" for i, j in repeats[:3])
+    contradicting = sum(given[i] != given[j] for i, j in repeats)
+    other = f"; {contradicting} with another {value}" if contradicting else ""
+    warnings.warn(
+        f"{name}: {len(repeats)} pair(s) repeat an earlier line's texts ({shown}"
+        f"{' ...' if len(repeats) > 3 else ''}{other}); each is scored as a pair of its own: drop the "
+        "repeats if they were not meant",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 # The third column's name in a header: what pair datasets call their label (a word no label value is).
