@@ -6,6 +6,7 @@ one spelling and one plural in the messages."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,13 @@ import bertscope
 from bertscope.errors import InvalidInput
 from bertscope.io.occurrences import Occurrence
 from bertscope.research import plots
-from bertscope.research.baseline import best_threshold, read_numbered_pairs
+from bertscope.research.analysis import sweep
+from bertscope.research.baseline import best_threshold, calibrate, read_numbered_pairs
 from bertscope.research.senses import Sense, Senses
 from bertscope.research.static_kinds import compare_kinds
 from console import run_main
+
+NAMES = Path(__file__).resolve().parent.parent / "docs" / "names.md"
 
 
 @pytest.mark.parametrize(
@@ -52,6 +56,53 @@ def test_eval_words_spells_decontextualized_one_way(bundled_path: Path, tmp_path
     assert ran.code == 0, ran.stderr
     assert "1 split into word pieces (rows and decontextualized: " in ran.stdout
     assert "decontextualised" not in ran.stdout
+
+
+def _evaluator_names() -> list[tuple[str, str]]:
+    """(bertscope key, sentence-transformers key) of each row of names.md's evaluators table."""
+    section = NAMES.read_text(encoding="utf-8").split("## sentence-transformers' evaluators", 1)[1]
+    pairs: list[tuple[str, str]] = []
+    for line in section.split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not line.startswith("|") or set(cells[0]) <= {"-"} or cells[0] == "what":
+            continue
+        ours, theirs = (re.findall(r"`(\w+)`", cell.split(" (")[0]) for cell in cells[1:])
+        assert len(ours) == len(theirs), line
+        pairs += zip(ours, theirs, strict=True)
+    return pairs
+
+
+def test_names_page_maps_eval_and_calibrate_keys_to_the_evaluators(
+    bundled: bertscope.Model, st_model: Any
+) -> None:
+    mapped = _evaluator_names()
+    assert {ours for ours, _ in mapped} == {"spearman", "pearson", "threshold", "f1", "precision", "recall"}
+    left = ["a cat sits", "the sun is hot", "he plays chess", "rain falls", "a dog barks", "ships sail"]
+    right = [
+        "a cat is sitting",
+        "a car is red",
+        "he plays a game",
+        "it is raining",
+        "birds sing",
+        "boats sail",
+    ]
+    gold = [5.0, 0.5, 3.5, 4.5, 1.0, 4.0]
+    labels = [1, 0, 1, 1, 0, 1]
+    record = sweep(bundled, left, right, gold, layers="-1", poolings=["mean"]).records[0]
+    ours = {**record, **calibrate(bundled, list(zip(left, right, labels, strict=True))).to_dict()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the evaluators' older import path, read by all
+        from sentence_transformers.evaluation import (
+            BinaryClassificationEvaluator,
+            EmbeddingSimilarityEvaluator,
+        )
+
+        theirs = {
+            **EmbeddingSimilarityEvaluator(left, right, gold)(st_model),
+            **BinaryClassificationEvaluator(left, right, labels)(st_model),
+        }
+    for key, their_key in mapped:
+        assert ours[key] == pytest.approx(theirs[their_key], abs=1e-5), (key, their_key)
 
 
 def _senses(examples: bool, n: int = 12) -> Senses:
