@@ -113,3 +113,53 @@ def test_a_mode_is_spelled_as_quantize_spells_its_scheme_everywhere(
     assert ran.code != 0 and ran.stderr.strip() == (
         f"error: --modes: unknown mode 'int9'; choose from: {', '.join(modes.MODES)}"
     )
+
+
+@pytest.fixture
+def no_bf16_nor_vnni(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU with AVX2 alone: no native bfloat16, no int8 dot products."""
+    from bertscope.backends import runtimes
+    from bertscope.core import cpu, loading
+
+    for module in (cpu, loading, runtimes):
+        monkeypatch.setattr(module, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+
+
+@pytest.mark.usefixtures("no_bf16_nor_vnni")
+def test_bench_names_each_slow_mode_as_typed_and_offers_a_mode(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    texts = cache.parent / "texts.txt"
+    texts.write_text("a cat\na dog\n")
+    asked = ("bench", "-m", str(tiny_dirs["bert"]), "-i", str(texts), "--drift", "--json")
+    ran = run_main(*asked, "--modes", "bfloat16,openvino-bfloat16,int8")
+    assert ran.code == 0, ran
+    said = [line for line in ran.stderr.splitlines() if line.startswith("warning: this CPU")]
+    assert said == [
+        "warning: this CPU has no native bfloat16 (AVX-512 BF16 or AMX): --modes bfloat16 runs several times "
+        "slower than float32 here; for speed on this CPU use --modes float32",
+        "warning: this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs --modes "
+        "openvino-bfloat16 as float32 here; bertscope runs and records float32. For speed on this CPU use "
+        "--modes float32",
+        "warning: this CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX): --modes "
+        "int8 runs no faster than float32 here and drifts (min cosine ~0.99); use --modes float32",
+    ]
+    assert "--dtype" not in ran.stderr and "--fast" not in ran.stderr
+
+
+@pytest.mark.usefixtures("no_bf16_nor_vnni")
+def test_compare_modes_names_a_slow_mode_and_a_load_its_keywords(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    from bertscope.backends.modes import compare_modes
+
+    with pytest.warns(UserWarning) as caught:
+        compare_modes(["a cat", "a dog"], ["int8_fused"], model=tiny_dirs["bert"], time_it=False)
+    assert [str(w.message) for w in caught if "this CPU" in str(w.message)] == [
+        "this CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX): mode 'int8_fused' "
+        "runs no faster than float32 here and drifts (min cosine ~0.99); use mode 'float32'"
+    ]
+    with pytest.warns(
+        UserWarning, match=r"AMX\): dtype='bfloat16' runs .* use dtype='float32' \(the default\)$"
+    ):
+        bertscope.load(tiny_dirs["bert"], dtype="bfloat16", device="cpu")

@@ -214,6 +214,7 @@ def compare_modes(
     import torch
 
     from ..core.encoder import open_encoder
+    from ..core.loading import mode_asked
     from .runtimes import apply_way
 
     if not texts:
@@ -227,8 +228,10 @@ def compare_modes(
     ways: dict[str, Embed] = {}
     ran: dict[str, Any] = {}
     for mode in wanted:
-        # Each mode its own encoder, as `load(model, **mode_options(mode))` makes it (exports untimed).
-        loaded = apply_way(build(torch.float32), mode_options(mode), build=build)
+        # Each mode its own encoder, as `load(model, **mode_options(mode))` makes it (exports untimed); a
+        # slow way's warning names the mode
+        with mode_asked(mode):
+            loaded = apply_way(build(torch.float32), mode_options(mode), build=build)
         ways[mode] = _embedder(loaded, embed_options)
         ran[mode] = loaded.info()
     timed = measure(ways, texts, rounds=repeats if time_it else 0)

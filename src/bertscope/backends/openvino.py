@@ -55,7 +55,7 @@ from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
-from ..core.loading import device_kind, faster_than_bfloat16
+from ..core.loading import asked_mode, device_kind, faster_than_bfloat16
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, caller_level
 from .onnx import (
     cache_dir,
@@ -210,10 +210,12 @@ def resolve_precision(
             raise InvalidSpec(f"quantize='{mode.value}' keeps its float parts in float32; leave dtype out")
         return mode.value
     if name == "bfloat16" and not has_native_bf16():
+        # where modes are compared, the mode asked is named, and mode='fast' is no mode to compare
+        compared = asked_mode()
+        runs, fast = ("float32", " (or mode='fast')") if compared is None else (f"{compared} as float32", "")
         warnings.warn(
-            "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
-            f"bertscope runs and records float32. For speed on this CPU use {faster_than_bfloat16()} (or "
-            "mode='fast')",
+            f"this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs {runs} here; bertscope "
+            f"runs and records float32. For speed on this CPU use {faster_than_bfloat16()}{fast}",
             UserWarning,
             stacklevel=caller_level(),  # the caller's line, as torch's bfloat16 warning says it
         )

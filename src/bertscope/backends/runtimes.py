@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core._enums import Backend, Quantize
 from ..core.cpu import cpu_flags, has_vnni, machine_key
 from ..core.encoder import Encoder, stderr
+from ..core.loading import asked_mode, spelled_mode
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec, caller_level
 from .digest import installed_key, runtimes_key, settings_digest
@@ -42,14 +43,20 @@ E = TypeVar("E", bound=Encoder)
 
 def warn_int8_without_vnni(asked: str) -> None:
     """Warn where int8 is asked of a CPU without int8 dot products (VNNI): the drift buys no speed there.
+    `asked`: load's keywords; where modes are compared (`mode_asked`) the mode is named instead.
 
     On the AVX2 machine of bench/BENCHMARKS.md ONNX Runtime's int8 ran 0.90x the exact default and
     OpenVINO's 0.38x; mode="fast" offers no int8 way there. Silent where the CPU cannot be read."""
     if cpu_flags() and not has_vnni():
+        compared = asked_mode()
+        fix = (
+            "leave quantize out for the exact default"
+            if compared is None
+            else f"use {spelled_mode('float32')}"
+        )
         warnings.warn(
-            f"this CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX): {asked} runs "
-            "no faster than float32 here and drifts (min cosine ~0.99); leave quantize out for the exact "
-            "default",
+            "this CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX): "
+            f"{compared or asked} runs no faster than float32 here and drifts (min cosine ~0.99); {fix}",
             UserWarning,
             stacklevel=caller_level(),
         )
@@ -197,15 +204,18 @@ def apply_way(
 ) -> E:
     """`base` (float32 torch) switched to a mode's runtime, or `build(dtype)`: the other torch weights."""
     backend = options.get("backend", "torch")
+    quantize = options.get("quantize")
     if backend == "onnxruntime":
         # mode="fast" reads each way's drift itself, under its own bound
-        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration, drift_gate=False)
-        return base
-    if backend == "openvino":
+        use_onnxruntime(base, quantize=quantize, calibration=calibration, drift_gate=False)
+    elif backend == "openvino":
         from .openvino import resolve_precision
 
-        precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
+        precision = resolve_precision(options.get("dtype", "float32"), quantize, base.device)
         use_openvino(base, precision, calibration=calibration, drift_gate=False)  # read by int8_static alone
+    if backend in ("onnxruntime", "openvino"):
+        if quantize and asked_mode():  # a mode compared by name is said slow as a load asked by name is
+            warn_int8_without_vnni(f"quantize='{quantize}'")
         return base
     from ..core.loading import resolve_dtype
 

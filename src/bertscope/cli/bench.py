@@ -64,7 +64,7 @@ def bench(
     """
     from ..backends.modes import compare_modes, mode_name
     from ..backends.onnx import calibration_texts
-    from ..core.loading import device_kind, resolve_device
+    from ..core.loading import device_kind, modes_spelled, resolve_device
     from ..static_model import is_model2vec, load_static
 
     if is_model2vec(model):  # rows and no forward: no mode to time or drift
@@ -93,7 +93,8 @@ def bench(
         from ..core.cpu import ask_threads
 
         ask_threads(threads)
-    with cuts_said_once("they are timed as cut, as embed cuts them by default (--long truncate)"):
+    cut = "they are timed as cut, as embed cuts them by default (--long truncate)"
+    with cuts_said_once(cut), modes_spelled("--modes {}"):  # a slow mode's warning names it as typed
         reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
         # a mode not timed (--drift) has no seconds (None in the report), as it has no texts/s: null

@@ -45,9 +45,9 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "is_model2vec", "load_parts",
-    "open_light", "require_torch", "torch_load_reason", "torch_loaded_for", "torch_missing",
-    "warn_slow_bfloat16",
+    "DEFAULT_MODEL", "Loaded", "asked_mode", "device_kind", "faster_than_bfloat16", "is_model2vec",
+    "load_parts", "mode_asked", "modes_spelled", "open_light", "require_torch", "spelled_mode",
+    "torch_load_reason", "torch_loaded_for", "torch_missing", "warn_slow_bfloat16",
     "pooling_config", "resolve_device", "resolve_dtype",
 ]  # fmt: skip
 
@@ -299,14 +299,53 @@ def resolve_dtype(
     return resolved
 
 
+# The mode compare_modes is loading by its name (None: a load asked by keywords), and how its caller spells
+# a mode (bench: `--modes bfloat16`): a slow way's warning names the mode asked, and a mode in its advice,
+# where load's keywords would name options the caller never gave.
+_MODE_ASKED: ContextVar[str | None] = ContextVar("mode_asked", default=None)
+_MODE_SPELLED: ContextVar[str] = ContextVar("mode_spelled", default="mode '{}'")
+
+
+@contextmanager
+def mode_asked(name: str) -> Iterator[None]:
+    """Within: the way loading is the mode `name`, as compare_modes asks it; its warnings say so."""
+    token = _MODE_ASKED.set(name)
+    try:
+        yield
+    finally:
+        _MODE_ASKED.reset(token)
+
+
+@contextmanager
+def modes_spelled(form: str) -> Iterator[None]:
+    """Within: a mode named in a warning is spelled `form` with its name (bench: `--modes {}`)."""
+    token = _MODE_SPELLED.set(form)
+    try:
+        yield
+    finally:
+        _MODE_SPELLED.reset(token)
+
+
+def asked_mode() -> str | None:
+    """The mode being loaded by name (`mode_asked`), spelled as its caller spells one; None for a load."""
+    mode = _MODE_ASKED.get()
+    return None if mode is None else spelled_mode(mode)
+
+
+def spelled_mode(name: str) -> str:
+    """The mode `name` as the caller comparing modes spells one: `mode 'int8'`, bench's `--modes int8`."""
+    return _MODE_SPELLED.get().format(name)
+
+
 def warn_slow_bfloat16(dtype: torch.dtype, device: torch.device | str) -> None:
     """Warn, at the caller's line, where bfloat16 is asked of a CPU that does not multiply it natively."""
     import torch
 
     if dtype is torch.bfloat16 and device_kind(device) == "cpu" and cpu_flags() and not has_native_bf16():
+        asked = asked_mode() or "dtype='bfloat16'"
         warnings.warn(
-            "this CPU has no native bfloat16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs several times "
-            f"slower than float32 here; for speed on this CPU use {faster_than_bfloat16()}",
+            f"this CPU has no native bfloat16 (AVX-512 BF16 or AMX): {asked} runs several times slower "
+            f"than float32 here; for speed on this CPU use {faster_than_bfloat16()}",
             UserWarning,
             stacklevel=caller_level(),
         )
@@ -314,7 +353,10 @@ def warn_slow_bfloat16(dtype: torch.dtype, device: torch.device | str) -> None:
 
 def faster_than_bfloat16() -> str:
     """What runs fastest on a CPU without native bfloat16: int8 where it has VNNI (fast.candidates offers
-    it there), else float32 (without VNNI int8's dot products lose to float32, bench/BENCHMARKS.md)."""
+    it there), else float32 (without VNNI int8's dot products lose to float32, bench/BENCHMARKS.md); as a
+    mode where modes are compared (`mode_asked`)."""
+    if _MODE_ASKED.get() is not None:
+        return spelled_mode("int8" if has_vnni() else "float32")
     return "quantize='int8'" if has_vnni() else "dtype='float32' (the default)"
 
 
