@@ -3,15 +3,19 @@
 Rows are named vectors with a few columns beside them (a piece and its id, a word and its count). Each
 format is one entry of `EXPORTS`: the suffixes that choose it alone and its writer.
 
-word2vec   `<path>`: "n d" then "name v1 ... vd" per line (spaces in a name become U+2581), and, where the
-           rows have more columns than their name, `<stem>.counts.tsv` (gensim's vocabulary file)
+word2vec   `<path>`: "n d" then "name v1 ... vd" per line, and, where the rows have more columns than
+           their name, `<stem>.counts.tsv` (gensim's vocabulary file)
 npy        `<path>.npy` (n, d) float32 and the side file: `<stem>.vocab.txt` (one name a line) or
            `<stem>.vocab.tsv` (several columns)
 parquet    the columns, then vector (fixed-size float32 list)
 projector  `<stem>.vectors.tsv` and `<stem>.metadata.tsv` (a header line where it has several columns, as
            projector.tensorflow.org reads it)
 
-A new format is an `ExportFormat` member and an entry in `EXPORTS`. Cells of a .tsv never hold a tab.
+A name in a text file is escaped (`escape_name`, undone by `unescape_name`) so that each row is one line
+and each cell one column, and each row keeps a name of its own: a piece holding a newline ("new\nline", an
+added token) would otherwise split its line and shift every row after it. Parquet keeps names as they are.
+
+A new format is an `ExportFormat` member and an entry in `EXPORTS`.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from ..errors import CorpusError, InvalidInput
 from ._enums import StrEnum
 
 __all__ = [
-    "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "export_format", "formats_help",
-    "side_path", "write_rows", "write_vectors",
+    "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "escape_name", "export_format",
+    "formats_help", "side_path", "unescape_name", "write_rows", "write_vectors",
 ]  # fmt: skip
 
 
@@ -76,33 +80,78 @@ class ExportRule:
     write: Writer
 
 
-def _side_lines(rows: Rows, columns: dict[str, Sequence[Any]], *, tsv: bool) -> str:
-    cells = [[str(v) for v in columns[name]] for name in rows.kind.side]
-    if tsv:
-        cells = [[v.replace("\t", " ") for v in column] for column in cells]
+# The characters at which a line ends for some reader (Python's str.splitlines ends one at each of these,
+# gensim and most tools at \n, a text-mode open at \r too), written as escapes; the common three short.
+_LINE_ENDS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_UNSHORT = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _escaped_char(char: str, *, spaces: bool) -> str:
+    if char in _SHORT:
+        return _SHORT[char]
+    if char in _LINE_ENDS or (spaces and char.isspace()):
+        return f"\\u{ord(char):04x}"
+    return char
+
+
+def escape_name(name: str, *, spaces: bool = False) -> str:
+    """`name` as every text export writes it: a tab, newline or carriage return as \\t, \\n, \\r, any other
+    line end as \\uXXXX, with `spaces` (word2vec text, whose columns are split at spaces) every other
+    whitespace character too (a space is \\u0020), and a backslash doubled where it would begin an escape
+    (a vocabulary's own "\\" piece is written as it is); `unescape_name` reverses it."""
+    if not any(c == "\\" or c.isspace() or c in _LINE_ENDS for c in name):
+        return name
+    out = [_escaped_char(c, spaces=spaces) for c in name]
+    for i, char in enumerate(name):
+        # doubled before what an escape starts with (\, t, n, r, u) as written: "\\n" is no newline
+        if char == "\\" and i + 1 < len(name) and out[i + 1][:1] in _UNSHORT.keys() | {"u"}:
+            out[i] = "\\\\"
+    return "".join(out)
+
+
+def unescape_name(text: str) -> str:
+    """The name `escape_name` wrote as `text` (a backslash that begins no escape is itself)."""
+    out, i = [], 0
+    while i < len(text):
+        char, code = text[i], text[i + 1 : i + 2]
+        if char == "\\" and code == "u" and len(text) >= i + 6 and set(text[i + 2 : i + 6]) <= _HEX:
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+        elif char == "\\" and code in _UNSHORT:
+            out.append(_UNSHORT[code])
+            i += 2
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _side_lines(rows: Rows, columns: dict[str, Sequence[Any]]) -> str:
+    cells = [[escape_name(str(v)) for v in columns[name]] for name in rows.kind.side]
     return "".join("\t".join(row) + "\n" for row in zip(*cells, strict=True))
 
 
 def _side_file(path: Path, rows: Rows, blocks: Iterable[dict[str, Sequence[Any]]], *, header: bool) -> None:
-    tsv = path.suffix == ".tsv"
-    with path.open("w", encoding="utf-8") as out:
+    with path.open("w", encoding="utf-8", newline="\n") as out:
         if header:
             out.write("\t".join(rows.kind.side) + "\n")
         for columns in blocks:
-            out.write(_side_lines(rows, columns, tsv=tsv))
+            out.write(_side_lines(rows, columns))
 
 
 def _word2vec(path: Path, rows: Rows) -> list[Path]:
     name = rows.kind.side[0]
     kept: list[dict[str, Sequence[Any]]] = []
-    with path.open("w", encoding="utf-8") as out:
+    with path.open("w", encoding="utf-8", newline="\n") as out:
         out.write(f"{rows.count} {rows.dim}\n")
         for columns, block in rows.blocks:
             text = io.StringIO()
             np.savetxt(text, np.asarray(block, dtype=np.float32), fmt="%.7g")
-            # word2vec text splits on spaces: a name holding one would shift every column.
+            # word2vec text splits its columns at spaces: a name keeps none (escape_name)
             for label, row in zip(columns[name], text.getvalue().splitlines(), strict=True):
-                out.write(str(label).replace(" ", "\u2581") + " " + row + "\n")
+                out.write(escape_name(str(label), spaces=True) + " " + row + "\n")
             if len(rows.kind.side) > 1:
                 kept.append(columns)
     if len(rows.kind.side) == 1:
@@ -116,10 +165,18 @@ def _npy(path: Path, rows: Rows) -> list[Path]:
     # np.save adds .npy to any other name; say the name it really writes.
     path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
     vocab = path.with_suffix(".vocab.txt" if len(rows.kind.side) == 1 else ".vocab.tsv")
-    blocks = list(rows.blocks)
-    vectors = [np.asarray(block, dtype=np.float32) for _, block in blocks]
-    np.save(path, vectors[0] if len(vectors) == 1 else np.concatenate(vectors))
-    _side_file(vocab, rows, (columns for columns, _ in blocks), header=False)
+    # each block goes straight into the file's own array, its names into the side file: the matrix is
+    # never held twice (a whole vocabulary's blocks kept, then concatenated, held it twice)
+    matrix = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows.count, rows.dim))
+    start = 0
+    with vocab.open("w", encoding="utf-8", newline="\n") as names:
+        for columns, block in rows.blocks:
+            block = np.asarray(block, dtype=np.float32)
+            matrix[start : start + len(block)] = block
+            start += len(block)
+            names.write(_side_lines(rows, columns))
+    matrix.flush()
+    del matrix  # closes the file's map
     return [path, vocab]
 
 
@@ -141,12 +198,12 @@ def _parquet(path: Path, rows: Rows) -> list[Path]:
 
 def _projector(path: Path, rows: Rows) -> list[Path]:
     vectors_path, meta_path = side_path(path, ".vectors.tsv"), side_path(path, ".metadata.tsv")
-    with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8") as meta_out:
+    with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8", newline="\n") as meta_out:
         if len(rows.kind.side) > 1:  # the projector reads a header only where there are several columns
             meta_out.write("\t".join(rows.kind.side) + "\n")
         for columns, block in rows.blocks:
             np.savetxt(vec_out, np.asarray(block, dtype=np.float32), delimiter="\t", fmt="%.7g")
-            meta_out.write(_side_lines(rows, columns, tsv=True))
+            meta_out.write(_side_lines(rows, columns))
     return [vectors_path, meta_path]
 
 

@@ -1,0 +1,146 @@
+"""Audit 26a of static exports and distillation: a name holding a newline, a tab or a space keeps its own
+row and its own, distinct name in every text export (escaped the one reversible way); the library's
+exports refuse an existing file without overwrite=True, as the command line does; distill saves float32
+rows on asking (--dtype), loads on torch without timing the exact default's runtimes, and says a
+phrase's static vector in words that read right in Python and on `vocab add`; the npy writer lets each
+block go once written."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+from bertscope.core.exports import (
+    EXPORTS,
+    Block,
+    ExportFormat,
+    RowKind,
+    Rows,
+    escape_name,
+    unescape_name,
+    write_rows,
+    write_vectors,
+)  # fmt: skip
+from tiny_models import build_tiny_model
+
+# 1. every row keeps its own name in every text export ----------------------------------------------
+
+# Names a vocabulary's added tokens or a corpus's words can hold: each must come back as itself, and
+# "two words" must not come back as the SentencePiece piece "two▁words" (U+2581 once stood for a space).
+ODD = [
+    "tab\there", "new\nline", "cr\rhere", "two words", "two\u2581words", "back\\slash", "back\\nslash",
+    "a\u00a0b", "line\u2028end", "\\u0020", "\\", "\\\\", "end\\", "\\\t", "\\ x", "ünï", "plain",
+]  # fmt: skip
+
+
+def _names(files: list[Path], fmt: ExportFormat, rows: int, *, header: bool = False) -> list[str]:
+    """The rows' names read back as a consumer of the format reads them, each text line one row
+    (`header`: the projector's metadata has one, as for word rows with their counts)."""
+    if fmt is ExportFormat.PARQUET:
+        table = pq.read_table(files[0]).to_pydict()
+        return list(table.get("token", table.get("word")))
+    if fmt is ExportFormat.WORD2VEC:
+        lines = files[0].read_text(encoding="utf-8").splitlines()
+        assert len(lines) == rows + 1
+        cells = [line.split(" ")[0] for line in lines[1:]]
+    else:
+        side = files[1]
+        lines = side.read_text(encoding="utf-8").splitlines()
+        lines = lines[1:] if header and fmt is ExportFormat.PROJECTOR else lines
+        assert len(lines) == rows
+        cells = [line.split("\t")[0] for line in lines]
+    for file in files[1:] if fmt is ExportFormat.WORD2VEC else []:  # the counts beside word2vec text
+        assert len(file.read_text(encoding="utf-8").splitlines()) == rows
+    return [unescape_name(cell) for cell in cells]
+
+
+@pytest.mark.parametrize("fmt", list(EXPORTS))
+def test_every_export_keeps_each_rows_own_name(tmp_path: Path, fmt: ExportFormat) -> None:
+    """A newline in a name split its line in three formats (every later row shifted by one)."""
+    vectors = np.arange(len(ODD) * 3, dtype=np.float32).reshape(-1, 3) / 7
+    name = "o" + (EXPORTS[fmt].suffixes[0] if EXPORTS[fmt].suffixes else "")
+    files = write_vectors(tmp_path / name, fmt, ODD, np.arange(1, len(ODD) + 1), vectors)
+    assert _names(files, fmt, len(ODD), header=True) == ODD
+
+
+def test_word2vec_text_loads_in_gensim_with_every_name_distinct(tmp_path: Path) -> None:
+    """gensim read 'line' with the next row's vector and the last key as None."""
+    keyed = pytest.importorskip("gensim.models").KeyedVectors
+    vectors = np.arange(len(ODD) * 3, dtype=np.float32).reshape(-1, 3) / 7
+    (path, _) = write_vectors(tmp_path / "o.vec", None, ODD, np.ones(len(ODD)), vectors)
+    loaded = keyed.load_word2vec_format(str(path), binary=False)
+    assert [unescape_name(key) for key in loaded.index_to_key] == ODD
+    np.testing.assert_allclose(loaded.vectors, vectors, rtol=1e-6)
+
+
+def test_the_escape_is_one_rule_and_reversible() -> None:
+    assert escape_name("new\nline") == "new\\nline"
+    assert escape_name("tab\there") == "tab\\there"
+    assert escape_name("back\\slash") == "back\\slash"  # a backslash that begins no escape stays single
+    assert escape_name("back\\nslash") == "back\\\\nslash"  # one that would is doubled
+    assert escape_name("\\") == "\\"  # BERT's own "\\" piece, as it was
+    assert escape_name("two words") == "two words"  # a side file's column holds spaces
+    assert escape_name("two words", spaces=True) == "two\\u0020words"
+    for name in ODD:
+        for spaces in (False, True):
+            written = escape_name(name, spaces=spaces)
+            assert unescape_name(written) == name
+            assert len(written.splitlines()) == 1 and "\t" not in written
+            assert not spaces or not any(c.isspace() for c in written)
+
+
+@pytest.fixture(scope="module")
+def odd_model(tmp_path_factory: pytest.TempPathFactory) -> bertscope.Model:
+    """A tiny BERT whose added tokens hold a tab, a newline, a space and a backslash."""
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = build_tiny_model("bert", tmp_path_factory.mktemp("odd") / "bert")
+    tokenizer, model = AutoTokenizer.from_pretrained(folder), AutoModel.from_pretrained(folder)
+    tokenizer.add_tokens(["tab\there", "new\nline", "two words", "back\\slash"])
+    model.resize_token_embeddings(len(tokenizer))
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    loaded = bertscope.load(folder, device="cpu", backend="torch")
+    assert isinstance(loaded, bertscope.Model)
+    return loaded
+
+
+@pytest.mark.parametrize("fmt", list(EXPORTS))
+def test_a_static_export_of_odd_added_tokens_keeps_one_line_a_row(
+    odd_model: bertscope.Model, tmp_path: Path, fmt: ExportFormat
+) -> None:
+    count = odd_model.static_shape[0]
+    name = "o" + (EXPORTS[fmt].suffixes[0] if EXPORTS[fmt].suffixes else "")
+    files = odd_model.export_static(tmp_path / name, format=fmt)
+    assert _names(files, fmt, count) == [odd_model.id_to_token[i] for i in range(count)]
+
+
+# 6. the npy writer lets each block go once it is written ---------------------------------------------
+
+
+def test_the_npy_writer_holds_no_earlier_block(tmp_path: Path) -> None:
+    """It kept every block, then concatenated them: a whole vocabulary held twice."""
+    made: list[weakref.ref[np.ndarray]] = []
+    kind = RowKind(columns=(("token", str),), side=("token",))
+
+    def blocks() -> Iterator[Block]:
+        for k in range(4):
+            if k >= 2:
+                gc.collect()
+                assert made[k - 2]() is None, f"block {k - 2} is still held while block {k} is made"
+            block = np.full((2, 3), k, dtype=np.float32)
+            made.append(weakref.ref(block))
+            yield {"token": [f"w{k}a", f"w{k}b"]}, block
+            del block
+
+    path, vocab = write_rows(tmp_path / "o.npy", None, Rows(kind, 8, 3, blocks()))
+    expected = np.repeat(np.arange(4, dtype=np.float32), 2)[:, None].repeat(3, axis=1)
+    np.testing.assert_array_equal(np.load(path), expected)
+    assert vocab.read_text(encoding="utf-8").split() == [f"w{k}{c}" for k in range(4) for c in "ab"]
