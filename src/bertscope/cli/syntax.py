@@ -36,8 +36,7 @@ def run_structural(
 ) -> None:  # fmt: skip
     """Train on `train`, score on `test` (or every 5th distinct sentence of `train`), print or emit JSON."""
     from ..research.structural import structural_probe
-    from ..research.structural_metrics import SPEARMAN_LENGTHS
-    from ..research.structural_plots import SCORES
+    from ..research.structural_plots import SCORES, why_undefined
 
     result = structural_probe(
         model,
@@ -82,29 +81,8 @@ def run_structural(
     )
     note = NOTE[result.task].format(punct=PUNCT.get(settings["punct"], settings["punct"]))
     rows = [*result.rows, result.baseline]
-    # UUAS counts gold edges between words that are not punctuation: a test set with none has no UUAS
     # (root acc. is None only without test sentences, which the probe refuses)
-    if a == "uuas" and any(row[a] is None for row in rows):
-        note += f"; {name_a} -: no test sentence has two words that are not punctuation"
-    if any(row[b] is None for row in rows):
-        note += f"; {name_b} -: {_no_spearman(result.task, rows, b, SPEARMAN_LENGTHS)}"
+    for key, name in ((a, name_a), (b, name_b)):
+        if key != "root_acc" and any(row[key] is None for row in rows):
+            note += f"; {name} -: {why_undefined(result.task, rows, key)}"
     out.print(note, highlight=False)
-
-
-def _no_spearman(task: str, rows: list[dict[str, Any]], key: str, lengths: tuple[int, int]) -> str:
-    """Why DSpr/NSpr is `-`: no test sentence of the counted lengths, or a row's constant predictions."""
-    low, high = lengths
-    # the chain's distances |i - j| and depths i vary on every sentence of 2 words or more, as gold ones
-    # do: its Spearman is None only where no test sentence has low-high words
-    if rows[-1][key] is None:
-        return f"no test sentence has {low}-{high} words"
-    named = [
-        "the static row's" if row["layer"] == "static" else f"layer {row['layer']}'s"
-        for row in rows[:-1]
-        if row[key] is None
-    ]
-    which = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
-    what = "distances" if task == "distance" else "depths"
-    return (
-        f"{which} predicted {what} are constant on every {low}-{high}-word test sentence (Spearman undefined)"
-    )
