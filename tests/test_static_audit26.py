@@ -11,6 +11,7 @@ import gc
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -28,6 +29,7 @@ from bertscope.core.exports import (
     write_rows,
     write_vectors,
 )  # fmt: skip
+from bertscope.errors import InvalidInput
 from tiny_models import build_tiny_model
 
 # 1. every row keeps its own name in every text export ----------------------------------------------
@@ -120,6 +122,41 @@ def test_a_static_export_of_odd_added_tokens_keeps_one_line_a_row(
     name = "o" + (EXPORTS[fmt].suffixes[0] if EXPORTS[fmt].suffixes else "")
     files = odd_model.export_static(tmp_path / name, format=fmt)
     assert _names(files, fmt, count) == [odd_model.id_to_token[i] for i in range(count)]
+
+
+# 2. the library's exports refuse an existing file without overwrite=True -----------------------------
+
+
+def test_model_export_static_refuses_an_existing_file(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
+    model, path = tiny_models["bert"], tmp_path / "rows.npy"
+    model.export_static(path, items=["the"])
+    vocab = tmp_path / "rows.vocab.txt"
+    with pytest.raises(InvalidInput, match=r"rows\.npy, .*rows\.vocab\.txt exist; pass overwrite=True"):
+        model.export_static(path, items=["a"])
+    assert vocab.read_text(encoding="utf-8") == "the\n"
+    model.export_static(path, items=["a"], overwrite=True)
+    assert vocab.read_text(encoding="utf-8") == "a\n"
+
+
+def test_static_model_export_static_refuses_an_existing_file(static_m2v: Any, tmp_path: Path) -> None:
+    path = tmp_path / "rows.vec"
+    path.write_text("kept\n", encoding="utf-8")
+    with pytest.raises(InvalidInput, match=r"rows\.vec exists; pass overwrite=True"):
+        static_m2v.export_static(path)
+    assert path.read_text(encoding="utf-8") == "kept\n"
+    assert static_m2v.export_static(path, overwrite=True) == [path]
+
+
+def test_static_export_refuses_by_default(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+    from bertscope.static import export
+
+    path = tmp_path / "rows.parquet"
+    path.write_bytes(b"kept")
+    with pytest.raises(InvalidInput, match="pass overwrite=True"):
+        export(tiny_models["bert"], path)
+    assert path.read_bytes() == b"kept"
 
 
 # 6. the npy writer lets each block go once it is written ---------------------------------------------

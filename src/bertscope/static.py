@@ -424,14 +424,15 @@ def export(
     fmt: ExportFormat | str | None = None,
     *,
     items: Sequence[str | int] | None = None,
-    overwrite: bool = True,
+    overwrite: bool = False,
 ) -> list[Path]:
     """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files.
 
     Without `fmt` the file's suffix chooses (.vec/.txt/.w2v word2vec text, .npy, .parquet; any other
-    suffix is refused). `overwrite=False` refuses any file the export would write that exists (a
-    projector's .vectors.tsv and .metadata.tsv, an .npy's vocabulary), and a row named twice in `items` is
-    refused (every format keys a row by its piece), before anything is written.
+    suffix is refused). Any file the export would write that exists (a projector's .vectors.tsv and
+    .metadata.tsv, an .npy's vocabulary) is refused unless `overwrite=True`, as `bertscope static -o`
+    refuses it without --overwrite, and a row named twice in `items` is refused (every format keys a row
+    by its piece), before anything is written.
     """
     files = written_files(path, fmt)  # a wrong name is refused before the rows are checked
     if not overwrite:

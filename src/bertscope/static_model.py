@@ -459,10 +459,16 @@ class StaticModel(SentenceTransformersAttributes):
         return _static.neighbors(self, query, top_k=top_k, include_special=include_special, k=k)
 
     def export_static(
-        self, path: str | Path, *, format: str | None = None, items: Sequence[str | int] | None = None
+        self,
+        path: str | Path,
+        *,
+        format: str | None = None,
+        items: Sequence[str | int] | None = None,
+        overwrite: bool = False,
     ) -> list[Path]:
-        """Write the rows of `items` (default: every row) as word2vec, npy, parquet or projector."""
-        return _static.export(self, path, format, items=items)
+        """Write the rows of `items` (default: every row) as word2vec, npy, parquet or projector; a file it
+        would write that exists is refused unless `overwrite=True`."""
+        return _static.export(self, path, format, items=items, overwrite=overwrite)
 
     def verify(self, *, against: dict[str, Any] | str | Path | None = None) -> FingerprintCheck:
         """Each difference from a fingerprint (a dict or file from `bertscope.verify.save_fingerprint`):

@@ -119,13 +119,19 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
         return _static.neighbors(self, query, top_k=top_k, include_special=include_special, k=k)
 
     def export_static(
-        self, path: str | Path, *, format: str | None = None, items: Sequence[str | int] | None = None
+        self,
+        path: str | Path,
+        *,
+        format: str | None = None,
+        items: Sequence[str | int] | None = None,
+        overwrite: bool = False,
     ) -> list[Path]:
         """Write the static rows of `items` (default: every row) as word2vec, npy, parquet or projector.
 
-        Without `format` the suffix chooses: .npy, .parquet, else word2vec text.
+        Without `format` the suffix chooses: .vec, .txt or .w2v word2vec text, .npy, .parquet; any other
+        suffix is refused. A file the export would write that exists is refused unless `overwrite=True`.
         """
-        return _static.export(self, path, format, items=items)
+        return _static.export(self, path, format, items=items, overwrite=overwrite)
 
     def static_from_corpus(
         self,
