@@ -163,3 +163,24 @@ def test_compare_modes_names_a_slow_mode_and_a_load_its_keywords(
         UserWarning, match=r"AMX\): dtype='bfloat16' runs .* use dtype='float32' \(the default\)$"
     ):
         bertscope.load(tiny_dirs["bert"], dtype="bfloat16", device="cpu")
+
+
+@pytest.mark.parametrize("word", ["bundled", "default"])
+def test_cache_refuses_a_word_for_the_bundled_model_where_a_model_folder_has_that_name(
+    word: str, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    export = _export(cache)
+    here = tmp_path / "here"
+    (here / word).mkdir(parents=True)
+    (here / word / "config.json").write_text('{"model_type": "bert"}')
+    monkeypatch.chdir(here)
+    other = "default" if word == "bundled" else "bundled"
+    for args in (("cache", word), ("cache", "--clear", word)):
+        ran = run_main(*args)
+        assert ran.code == 1 and ran.stdout == "", ran
+        assert ran.stderr.strip() == (
+            f"error: `{word}` names the bundled model, and ./{word} here is a model folder too: give "
+            f"`./{word}` for the folder, `{other}` for the bundled model"
+        )
+    assert export.is_file()
+    assert run_main("cache", f"./{word}").code == 0  # the folder, named as one

@@ -132,6 +132,7 @@ def _digest(model: str) -> str:
     fix = "give the model's folder, `bundled` for the bundled model, or no MODEL for every model's files"
     path = Path(model).expanduser()
     if model in (BUNDLED, "default"):  # "default": this argument's first name for the bundled model
+        _refuse_both(model)
         folder = bundled_path()
     elif path.is_dir():
         folder = path
@@ -145,6 +146,19 @@ def _digest(model: str) -> str:
         # its digest would be of whatever the folder holds (of nothing, for an empty one): no model's files
         raise InvalidInput(f"{model} holds no config.json, so it is no model folder; {fix}")
     return content_digest(folder)
+
+
+def _refuse_both(word: str) -> None:
+    """Refuse `word` (`bundled`, `default`) where a model folder of that name is here too: which model's
+    files it means, and so which --clear removes, is not for cache to guess."""
+    if not (Path(word) / "config.json").is_file():
+        return
+    other = "default" if word == "bundled" else "bundled"
+    bundled = f"`{other}`" if not (Path(other) / "config.json").is_file() else "run it from another folder"
+    raise InvalidInput(
+        f"`{word}` names the bundled model, and ./{word} here is a model folder too: give `./{word}` for the "
+        f"folder, {bundled} for the bundled model"
+    )
 
 
 def _seen(folders: tuple[str, ...]) -> str:
