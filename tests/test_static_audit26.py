@@ -30,6 +30,7 @@ from bertscope.core.exports import (
     write_vectors,
 )  # fmt: skip
 from bertscope.errors import InvalidInput
+from console import run_main
 from tiny_models import build_tiny_model
 
 # 1. every row keeps its own name in every text export ----------------------------------------------
@@ -157,6 +158,20 @@ def test_static_export_refuses_by_default(tiny_models: dict[str, bertscope.Model
     with pytest.raises(InvalidInput, match="pass overwrite=True"):
         export(tiny_models["bert"], path)
     assert path.read_bytes() == b"kept"
+
+
+# 5. a phrase given to vocab add: the advice reads right in Python and on the command line ------------
+
+
+def test_several_words_advice_reads_right_on_vocab_add(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    ran = run_main("vocab", "add", "new york", "-m", str(tiny_dirs["bert"]), "-o", str(tmp_path / "v"))
+    assert ran.code == 1
+    line = next(line for line in ran.stderr.splitlines() if line.startswith("error: "))
+    assert "static vector is --as-words" not in line
+    assert line.endswith(
+        "(a phrase's static vector is the mean of the rows of its words' pieces: static_word in Python, "
+        "bertscope static 'new york' --as-words)"
+    )
 
 
 # 6. the npy writer lets each block go once it is written ---------------------------------------------

@@ -201,9 +201,12 @@ def several_words(word: str) -> str | None:
     """Why `word` cannot be one new token (a space inside it), or None (`add_tokens`). A static vector
     takes several words: `static_word("new york")` is the mean of the rows of both words' pieces."""
     if any(c.isspace() for c in word.strip()):
+        # both spellings named, no call written out: cli/wording.py rewrites `static_word('...')` into
+        # its flag alone, which read "a phrase's static vector is --as-words" on `vocab add`
         return (
             f"{word!r} is several words: a new token is one word without spaces; add each word on its own, "
-            f"e.g. {word.split()[0]!r} (a phrase's static vector is static_word({word!r}))"
+            f"e.g. {word.split()[0]!r} (a phrase's static vector is the mean of the rows of its words' "
+            f"pieces: static_word in Python, bertscope static {word!r} --as-words)"
         )
     return None
 
