@@ -107,7 +107,7 @@ def test_an_empty_file_is_named(tmp_path: Path, no_load: None) -> None:
     [
         (("embed", "-"), "give -i -"),
         (("embed", "a cat", "-"), "give -i -"),
-        (("tokens", "-"), "tokens takes its texts as arguments"),
+        (("tokens", "-"), "give -i - (cat FILE | bertscope tokens -i -)"),
         (("anatomy", "-"), "anatomy takes its text as an argument"),
         (("similarity", "-", "a cat"), "similarity takes its texts as arguments"),
     ],

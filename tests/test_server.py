@@ -303,7 +303,7 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
             "/embed",
             {"inputs": "a", "truncation_direction": "left"},
             422,
-            'bertscope cuts long texts on the right only; shorten the text, or send "truncate": false',
+            'bertscope cuts long texts on the right only; send "right", or leave truncation_direction out',
         ),
         ("/embed_all", {"inputs": [[101, 102]]}, 422, "inputs: item 0 is a list, not a string"),
         # TEI answers an empty batch 400, error_type "Empty", in its own words.

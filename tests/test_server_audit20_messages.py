@@ -35,7 +35,7 @@ def test_left_truncation_says_why_and_the_fix(client: TestClient, path: str, bod
     said = answer.json()["error"]
     assert said.startswith("truncation_direction: ") and "\n" not in said, said
     assert "bertscope cuts long texts on the right only" in said
-    assert 'shorten the text, or send "truncate": false' in said
+    assert 'send "right", or leave truncation_direction out' in said
     assert answer.json()["error_type"] == "Validation"
 
 
