@@ -160,6 +160,68 @@ def test_static_export_refuses_by_default(tiny_models: dict[str, bertscope.Model
     assert path.read_bytes() == b"kept"
 
 
+# 3. distill saves float32 rows on asking ------------------------------------------------------------
+
+
+def test_a_float32_folder_keeps_the_rows_as_computed(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
+    """Each row, without PCA or weights, is the mean of [CLS], the piece and [SEP] at the last layer
+    (model2vec's mean pooling): a float32 folder keeps it to 1e-5, a float16 one (the default) does not."""
+    pytest.importorskip("model2vec")
+    import torch
+
+    from bertscope.research.distill import distill
+
+    model = tiny_models["bert"]
+    kept = distill(model, tmp_path / "f32", dim=None, sif=None, dtype="float32", progress=False)
+    halved = distill(model, tmp_path / "f16", dim=None, sif=None, progress=False)
+    assert '"embedding_dtype": "float32"' in (kept / "config.json").read_text()
+    assert '"embedding_dtype": "float16"' in (halved / "config.json").read_text()
+    pieces = [t for t in ("the", "a", "of", "and") if t in model.vocab]
+    tokenizer = model.loaded.tokenizer
+    ids = [[tokenizer.cls_token_id, model.vocab[t], tokenizer.sep_token_id] for t in pieces]
+    with torch.inference_mode():
+        hidden = model.hf_model(input_ids=torch.tensor(ids)).last_hidden_state
+    expected = hidden.mean(dim=1).numpy()
+    for folder, close in ((kept, True), (halved, False)):
+        static = bertscope.load(folder)
+        rows = np.asarray(static.static(pieces), dtype=np.float32)
+        assert np.allclose(rows, expected, rtol=0, atol=1e-5) is close, np.abs(rows - expected).max()
+
+
+def test_distill_refuses_another_dtype_before_loading(tmp_path: Path) -> None:
+    from bertscope.research.distill import distill
+
+    with pytest.raises(InvalidInput, match=r"dtype='int8': .* give dtype='float16' or dtype='float32'"):
+        distill("no-such-model", tmp_path / "o", dtype="int8")
+    ran = run_main("distill", "-m", "no-such-model", "-o", str(tmp_path / "o"), "--dtype", "int8")
+    assert ran.code != 0 and "--dtype int8: " in ran.stderr and "--dtype float32" in ran.stderr
+
+
+# 4. distill loads on torch: the exact default's runtime timing would go unused ----------------------
+
+
+def test_distill_on_the_command_line_times_no_runtime(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: Path
+) -> None:
+    pytest.importorskip("model2vec")
+    import bertscope.backends.exact as exact
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("distill timed the exact default's runtimes, which it never uses")
+
+    monkeypatch.setattr(exact, "choose_exact", timed)
+    out = tmp_path / "s"
+    ran = run_main("distill", "-m", str(tiny_dirs["bert"]), "-o", str(out), "--dim", "4")
+    assert ran.code == 0, ran.stderr
+    assert '"embedding_dtype": "float16"' in (out / "config.json").read_text()  # model2vec's default
+    again = ("--dim", "4", "--dtype", "float32", "--overwrite")
+    ran = run_main("distill", "-m", str(tiny_dirs["bert"]), "-o", str(out), *again)
+    assert ran.code == 0, ran.stderr
+    assert '"embedding_dtype": "float32"' in (out / "config.json").read_text()
+
+
 # 5. a phrase given to vocab add: the advice reads right in Python and on the command line ------------
 
 

@@ -128,6 +128,14 @@ def distill(
     ] = None,
     # --vocab: --vocabulary's old name (model2vec's and the library's is vocabulary), still read, not shown
     old_vocab: Annotated[Path | None, typer.Option("--vocab", hidden=True)] = None,
+    dtype: Annotated[
+        str,
+        typer.Option(
+            "--dtype",
+            help="The saved rows' type: float16 (half the size) or float32 (the rows as computed; "
+            "model2vec's quantize_to).",
+        ),
+    ] = "float16",
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
@@ -136,19 +144,27 @@ def distill(
     PCA, Zipf weights. Loads with `model2vec.StaticModel.from_pretrained(FOLDER)`; encodes with no forward.
 
     Examples: `bertscope distill -o ./static-minilm`,
-    `bertscope distill -o ./s128 --dim 128 --vocabulary words.txt`
+    `bertscope distill -o ./s128 --dim 128 --vocabulary words.txt`,
+    `bertscope distill -o ./s32 --dtype float32` (the rows as computed, not float16)
     """
-    from ..research.distill import check_dim, check_output, distillable_width, read_vocabulary
+    from ..core.folder import model_name
+    from ..core.loading import is_model2vec
+    from ..research.distill import check_dim, check_dtype, check_output, distillable_width, read_vocabulary
     from ..research.distill import distill as run_distill
 
     vocabulary = old_spelling(vocabulary, old_vocab, name="--vocabulary", old="--vocab")
     words = read_vocabulary(vocabulary) if vocabulary is not None else None
     check_output(output, overwrite=overwrite)  # before the model loads: a wrong -o costs nothing
     check_dim(dim or None, option="--dim", keep_all="0")
-    m = load_model(model, device="cpu")
+    check_dtype(dtype, option="--dtype")
+    # on torch: the distillation runs the PyTorch module itself, so the exact default's choice of runtime
+    # (an ONNX export and each runtime timed, half a minute on the bundled model) would go unused; a static
+    # folder loads as it is, for distillable_width's own refusal (it takes no --backend)
+    static = is_model2vec(model_name(model))
+    m = load_model(model, device="cpu", backend="auto" if static else "torch")
     # a static model refused first (the library's line), then a --dim wider than the model, said as --dim
     check_dim(dim or None, width=distillable_width(m), option="--dim", keep_all="0")
-    folder = run_distill(m, output, dim=dim or None, vocabulary=words, overwrite=overwrite)
+    folder = run_distill(m, output, dim=dim or None, vocabulary=words, dtype=dtype, overwrite=overwrite)
     summary = {"output": str(folder), "files": sorted(p.name for p in folder.iterdir())}
     if as_json:
         emit_json(summary)

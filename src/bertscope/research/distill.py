@@ -31,8 +31,8 @@ from ..errors import BackendUnavailable, InvalidInput, caller_level
 from .states import layered
 
 __all__ = [
-    "DISTILLED_FILES", "SOURCE_DIGEST", "check_dim", "check_output", "check_sif", "check_vocabulary",
-    "distill", "distillable_width",
+    "DISTILLED_DTYPES", "DISTILLED_FILES", "SOURCE_DIGEST", "check_dim", "check_dtype", "check_output",
+    "check_sif", "check_vocabulary", "distill", "distillable_width",
     "load_static", "portable_name", "read_vocabulary",
 ]  # fmt: skip
 
@@ -41,6 +41,10 @@ __all__ = [
 DISTILLED_FILES = frozenset(
     {"README.md", "config.json", "model.safetensors", "modules.json", "tokenizer.json"}
 )
+
+# The dtypes a distilled folder's rows are saved in (model2vec's `quantize_to`; float16 its default and
+# bertscope's): float32 keeps the rows as computed, float16 halves the folder and moves a row by ~1e-4.
+DISTILLED_DTYPES = ("float16", "float32")
 
 _INSTALL = "distillation needs model2vec: pip install 'bertscope[distill]' (model2vec and skeletoken)"
 
@@ -71,6 +75,7 @@ def distill(
     dim: int | None = 256,
     vocabulary: Sequence[str] | None = None,
     sif: float | None = 1e-4,
+    dtype: str = "float16",
     overwrite: bool = False,
     progress: bool | None = None,
 ) -> Path:
@@ -78,13 +83,15 @@ def distill(
     default) into the folder `output`; returns the folder.
 
     `dim` is the PCA width (None keeps the model's width), `vocabulary` extra whole words (default:
-    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights);
-    `progress` False shows none (None: a bar on a terminal, lines in a log).
+    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights), `dtype`
+    the saved rows' type ("float16", model2vec's default, or "float32", the rows as computed: model2vec's
+    `quantize_to`); `progress` False shows none (None: a bar on a terminal, lines in a log).
     """
     folder = Path(output)
     check_output(folder, overwrite=overwrite)
     check_dim(dim)
     check_sif(sif)
+    check_dtype(dtype)
     words = None if vocabulary is None else check_vocabulary(vocabulary)
     _, distill_from_model = _model2vec()
     if model is None or isinstance(model, (str, Path)):
@@ -102,6 +109,7 @@ def distill(
             device=str(model.device),
             pca_dims=dim,
             sif_coefficient=sif,
+            quantize_to=dtype,
         )
     pieces, width = static.embedding.shape
     if dim is not None and width != dim:
@@ -144,6 +152,17 @@ def check_dim(dim: object, *, width: int | None = None, option: str = "dim", kee
     if width is not None and dim > width:
         raise InvalidInput(
             f"{_said(option, dim)} is wider than the model ({width}); give {_said(option, width)} or less"
+        )
+
+
+def check_dtype(dtype: object, *, option: str = "dtype") -> None:
+    """Refuse a saved rows' dtype other than float16 and float32, before the model loads, named as the
+    caller spells the option (`dtype` or `--dtype`)."""
+    if dtype not in DISTILLED_DTYPES:
+        allowed = " or ".join(_said(option, d) for d in DISTILLED_DTYPES)
+        raise InvalidInput(
+            f"{_said(option, dtype)}: a distilled folder's rows are saved as float16 (the default, half the "
+            f"size) or float32 (the rows as computed); give {allowed}"
         )
 
 
