@@ -214,19 +214,19 @@ def _cases(model: bertscope.Model) -> list[tuple[str, Any, list[tuple[int, int]]
 
 def test_token_rows_are_the_rows_the_scan_found(bundled: bertscope.Model) -> None:
     for name, tokens, spans, shift in _cases(bundled):
-        old = _old_rows(tokens.offsets, tokens.special_mask, spans, shift)
+        old = _old_rows(tokens.offsets, tokens.special_tokens_mask, spans, shift)
         if all(old):
-            rows = token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift)
+            rows = token_rows(tokens.offsets, tokens.special_tokens_mask, spans, shift=shift)
             assert [r.tolist() for r in rows] == old, name
         else:  # the first chunk without a piece is refused, why named as embed names it (audit 18g)
             first = next(number for number, found in enumerate(old) if not found)
             with pytest.raises(bertscope.InvalidInput) as refused:
-                token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift)
+                token_rows(tokens.offsets, tokens.special_tokens_mask, spans, shift=shift)
             assert str(refused.value) == (
                 f"chunk {first} {spans[first]} of document 0 holds no word piece the model sees (only "
                 "control or zero-width characters, or combining marks?); give spans with text"
             ), name
-    assert any(not all(_old_rows(t.offsets, t.special_mask, s, h)) for _, t, s, h in _cases(bundled))
+    assert any(not all(_old_rows(t.offsets, t.special_tokens_mask, s, h)) for _, t, s, h in _cases(bundled))
 
 
 def test_token_rows_are_found_by_binary_search_not_a_scan(
@@ -247,7 +247,7 @@ def test_token_rows_are_found_by_binary_search_not_a_scan(
         doc = "Hi there. " * n
         tokens = bundled.tokenize([doc], long="window")[0]
         spans = sentence_spans(doc)
-        rows = token_rows(tokens.offsets, tokens.special_mask, spans)
+        rows = token_rows(tokens.offsets, tokens.special_tokens_mask, spans)
         assert searches == [n, n]  # one vectorised search of the n chunks in each direction
         assert [r.tolist() for r in rows] == [[3 * i + 1, 3 * i + 2, 3 * i + 3] for i in range(n)]
 
@@ -311,7 +311,7 @@ def test_late_chunks_answer_as_the_old_rows_pool(bundled: bertscope.Model) -> No
     result = bundled.embed_chunks(doc, chunks="tokens", chunk_size=9, chunk_overlap=4)
     tokens = bundled.tokenize([doc], long="window")[0]
     matrix = bundled.embed_tokens(doc, long="window")[0].vectors
-    old = _old_rows(tokens.offsets, tokens.special_mask, result.spans)
+    old = _old_rows(tokens.offsets, tokens.special_tokens_mask, result.spans)
     expected = pool_spans(np.asarray(matrix, dtype=np.float32), old, Pooling.MEAN)
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(result.vectors, expected, atol=1e-5)
@@ -463,7 +463,7 @@ def test_late_chunks_pool_from_prefix_sums(bundled: bertscope.Model, summed: dic
                     doc, chunks="tokens", chunk_size=60, chunk_overlap=59, pooling=pooling, normalize=False
                 )
             pooled_apart = summed["pooled"]
-            old = _old_rows(tokens.offsets, tokens.special_mask, result.spans)
+            old = _old_rows(tokens.offsets, tokens.special_tokens_mask, result.spans)
             expected = _direct(matrix, old, Pooling(pooling))
             np.testing.assert_allclose(result.vectors, expected, rtol=1e-6, atol=1e-5)
             assert result.n_tokens.tolist() == [len(r) for r in old]

@@ -51,7 +51,7 @@ def test_paragraphs_cover_the_text_exactly() -> None:
 def test_token_chunks_have_size_and_overlap(bundled: bertscope.Model) -> None:
     spans = chunk_spans(DOC, "tokens", tokenizer=bundled.tokenizer, chunk_size=8, chunk_overlap=3)
     tokens = bundled.tokenize(DOC)
-    pieces = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
+    pieces = [o for o, special in zip(tokens.offsets, tokens.special_tokens_mask, strict=True) if not special]
     starts = [s for s, _ in pieces]
     ends = [e for _, e in pieces]
     assert [starts.index(s) for s, _ in spans] == list(range(0, len(pieces) - 3, 5))
@@ -74,7 +74,7 @@ def byte_level(tmp_path_factory: pytest.TempPathFactory) -> bertscope.Model:
 def test_token_chunks_never_split_a_character_of_byte_pieces(byte_level: bertscope.Model, size: int) -> None:
     doc = "\U0001f600 \u6771\u4eac caf\u00e9"  # emoji, two kanji (3 byte pieces each), a space piece
     tokens = byte_level.tokenize(doc)
-    pieces = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
+    pieces = [o for o, special in zip(tokens.offsets, tokens.special_tokens_mask, strict=True) if not special]
     assert pieces.count((0, 1)) == 4 and (1, 2) in pieces and doc[1:2] == " "  # what the cases rest on
     spans = chunk_spans(doc, "tokens", tokenizer=byte_level.tokenizer, chunk_size=size)
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # in order, disjoint
@@ -112,7 +112,7 @@ def test_late_chunks_equal_pooling_the_documents_token_vectors(bundled: bertscop
         rows = [
             i
             for i, (s, e) in enumerate(tokens.offsets)
-            if not tokens.special_mask[i] and s < end and e > start
+            if not tokens.special_tokens_mask[i] and s < end and e > start
         ]
         expected = tokens.vectors[rows].mean(axis=0)
         np.testing.assert_allclose(vector, expected / np.linalg.norm(expected), atol=1e-5)
@@ -141,7 +141,9 @@ def test_late_chunks_of_a_long_document_use_every_window(bundled: bertscope.Mode
     assert result.n_dropped.sum() == 0
     start, end = result.spans[-1]
     rows = [
-        i for i, (s, e) in enumerate(tokens.offsets) if not tokens.special_mask[i] and s < end and e > start
+        i
+        for i, (s, e) in enumerate(tokens.offsets)
+        if not tokens.special_tokens_mask[i] and s < end and e > start
     ]
     expected = tokens.vectors[rows].mean(axis=0)
     np.testing.assert_allclose(result.vectors[-1], expected / np.linalg.norm(expected), atol=1e-5)

@@ -181,7 +181,7 @@ def test_a_pair_over_the_limit_is_refused_saying_encode_does_not_cut_it(bundled:
 def test_a_special_tokens_name_in_a_text_is_text(bundled: bertscope.Model, st_model: object) -> None:
     tokens = bundled.tokenize("a [SEP] b [MASK]")
     assert tokens.tokens == ["[CLS]", "a", "[", "sep", "]", "b", "[", "mask", "]", "[SEP]"]
-    assert tokens.special_mask == [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    assert tokens.special_tokens_mask == [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
     theirs = st_model.tokenize(["a [SEP] b [MASK]"])["input_ids"][0].tolist()  # type: ignore[attr-defined]
     assert theirs == [101, 1037, 102, 1038, 103, 102]  # sentence-transformers reads them as the specials
     ours = bundled.encode("a [SEP] b [MASK]")

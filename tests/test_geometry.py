@@ -180,7 +180,8 @@ def test_a_long_text_in_blocks_gives_the_same(
     monkeypatch.setattr(states, "LONG_TOKENS", 100)
     blocks = geometry(bundled, [long_text, TEXTS[0]], layers="0,3,-1")
     count = sum(
-        sum(not s for s in bundled.tokenize(t, long="window").special_mask) for t in [long_text, TEXTS[0]]
+        sum(not s for s in bundled.tokenize(t, long="window").special_tokens_mask)
+        for t in [long_text, TEXTS[0]]
     )
     assert whole.settings["n_tokens"] == blocks.settings["n_tokens"] == count > 900
     for a, b in zip(whole.layers, blocks.layers, strict=True):
@@ -193,7 +194,7 @@ def test_geometry_leaves_special_tokens_out_in_every_family(tiny_models: dict[st
     for family in ("roberta", "albert"):
         model = tiny_models[family]
         result = geometry(model, TEXTS[:3], layers="0,-1", top=2)
-        count = sum(sum(not s for s in model.tokenize(t).special_mask) for t in TEXTS[:3])
+        count = sum(sum(not s for s in model.tokenize(t).special_tokens_mask) for t in TEXTS[:3])
         assert result.settings["n_tokens"] == count, family
         assert [row["layer"] for row in result.layers] == [0, model.n_layers]
         assert all(len(row["rogue"]) == 2 for row in result.layers)

@@ -143,14 +143,19 @@ def test_from_ids_frames_with_the_tokenizers_own_specials(
     """[CLS] ... [SEP] for BERT, <s> ... </s> for RoBERTa; specials already sent are not doubled."""
     bert = bundled.tokenizer.from_ids([ING, UNK])
     assert bert.tokens == ["[CLS]", "##ing", "[UNK]", "[SEP]"]
-    assert bert.special_mask == [True, False, False, True] and bert.token_type_ids == [0, 0, 0, 0]
+    assert bert.special_tokens_mask == [True, False, False, True] and bert.token_type_ids == [0, 0, 0, 0]
     assert bert.word_ids == [None, 0, 1, None] and bert.offsets == [(0, 0)] * 4
     assert bundled.tokenizer.from_ids([CLS, ING, SEP]).ids == bert.ids[:2] + [SEP]
     assert bundled.tokenizer.from_ids([CLS, ING]).ids == [CLS, ING, SEP]
     model, _ = roberta
     vocab = model.vocab
     rob = model.tokenizer.from_ids([vocab["##ing"], vocab["<unk>"]])
-    assert rob.tokens == ["<s>", "##ing", "<unk>", "</s>"] and rob.special_mask == [True, False, False, True]
+    assert rob.tokens == ["<s>", "##ing", "<unk>", "</s>"] and rob.special_tokens_mask == [
+        True,
+        False,
+        False,
+        True,
+    ]
     with pytest.raises(InvalidInput, match="no token ids besides the specials"):
         model.tokenizer.from_ids([vocab["<s>"], vocab["</s>"]])
 

@@ -125,7 +125,7 @@ def test_a_group_of_whitespace_alone_is_no_word() -> None:
         ids=list(range(8)),
         offsets=[(0, 0), (0, 3), (3, 4), (4, 5), (5, 8), (8, 9), (9, 13), (0, 0)],
         word_ids=[None, 0, 1, 2, 3, 4, 5, None],
-        special_mask=[True, False, False, False, False, False, False, True],
+        special_tokens_mask=[True, False, False, False, False, False, False, True],
         token_type_ids=[0] * 8,
     )
     groups, spans = text_words(tok)
@@ -160,7 +160,7 @@ def test_mask_special_leaves_cls_and_sep_out(bundled: bertscope.Model) -> None:
     masked = bundled.embed(texts, pooling="mean", mask_special=True, normalize=False).vectors
     plain = bundled.embed(texts, pooling="mean", normalize=False).vectors
     for i, tok in enumerate(bundled.embed_tokens(texts)):
-        special = np.array(tok.special_mask)
+        special = np.array(tok.special_tokens_mask)
         assert tok.tokens[0] == "[CLS]" and tok.tokens[-1] == "[SEP]"
         assert special[0] and special[-1] and not special[1:-1].any()
         np.testing.assert_allclose(masked[i], tok.vectors[~special].mean(axis=0), atol=1e-5)

@@ -36,7 +36,7 @@ def _start_in_span(tok: Any, spans: list[tuple[int, int]]) -> list[list[int]]:
     return [
         [
             j
-            for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True))
+            for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_tokens_mask, strict=True))
             if not special and b > a and start <= a < end
         ]
         for start, end in spans

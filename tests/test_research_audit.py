@@ -80,7 +80,7 @@ def test_geometry_expected_cosine_on_a_model(tiny_models) -> None:
     result = geometry(m, TEXTS[:2], layers="0,-1", top=2)
     for row, layer in zip(result.layers, (0, m.n_layers), strict=True):
         points = np.concatenate(
-            [t.vectors[~np.array(t.special_mask)] for t in m.embed_tokens(TEXTS[:2], layers=layer)]
+            [t.vectors[~np.array(t.special_tokens_mask)] for t in m.embed_tokens(TEXTS[:2], layers=layer)]
         )
         truth, per_dim = _brute_force(points.astype(np.float64))
         assert row["expected_cosine"] == pytest.approx(truth, abs=1e-5)

@@ -72,7 +72,9 @@ def test_mev_is_adjusted_by_the_mev_of_the_baseline_sample(bundled: bertscope.Mo
     With a sample as large as the corpus's words, the sample is every word occurrence of the corpus."""
     result = contextuality(bundled, TINY, words=["bank"], baseline_pairs=1000)
     every = [
-        np.concatenate([t.vectors[~np.array(t.special_mask)] for t in bundled.embed_tokens(TINY, layers=k)])
+        np.concatenate(
+            [t.vectors[~np.array(t.special_tokens_mask)] for t in bundled.embed_tokens(TINY, layers=k)]
+        )
         for k in (3, 6)
     ]
     for k, vectors in zip((3, 6), every, strict=True):
@@ -251,7 +253,7 @@ TWO = ["The bank is open today.", "We sat on the river bank."]
 def _cross_cosines(model: bertscope.Model, texts: list[str], layer: int) -> tuple[int, float]:
     """Every pair of word occurrences from different sentences: how many, and their mean cosine (words are
     single pieces here, so a word's vector is its token's)."""
-    rows = [t.vectors[~np.array(t.special_mask)] for t in model.embed_tokens(texts, layers=layer)]
+    rows = [t.vectors[~np.array(t.special_tokens_mask)] for t in model.embed_tokens(texts, layers=layer)]
     a, b = (r / np.linalg.norm(r, axis=1, keepdims=True) for r in rows)
     return a.shape[0] * b.shape[0], float((a.astype(np.float64) @ b.T.astype(np.float64)).mean())
 

@@ -45,9 +45,9 @@ def test_tokens_fields(bundled: bertscope.Model) -> None:
     assert tok.ids[0] == bundled.loaded.tokenizer.cls_token_id
     assert tok.ids[-1] == bundled.loaded.tokenizer.sep_token_id
     assert tok.word_ids == [None, 0, 1, 2, 3, None]
-    assert tok.special_mask == [True, False, False, False, False, True]
+    assert tok.special_tokens_mask == [True, False, False, False, False, True]
     assert len(tok) == 6 and tok.n_dropped == 0
-    for piece, (start, end), special in zip(tok.tokens, tok.offsets, tok.special_mask, strict=True):
+    for piece, (start, end), special in zip(tok.tokens, tok.offsets, tok.special_tokens_mask, strict=True):
         if special:
             assert start == end
         else:
@@ -77,7 +77,7 @@ def test_truncate_reports_exactly_what_was_dropped(bundled: bertscope.Model) -> 
     assert len(tok) == bundled.max_tokens
     assert tok.n_dropped == LONG_TOKENS - 256 == 46
     assert tok.tokens[0] == "[CLS]" and tok.tokens[-1] == "[SEP]"
-    assert tok.special_mask[-1] and not any(tok.special_mask[1:-1])
+    assert tok.special_tokens_mask[-1] and not any(tok.special_tokens_mask[1:-1])
     assert tok.ids[:-1] == full[: bundled.max_tokens - 1]
 
 
@@ -225,7 +225,7 @@ def _written_specials_stay_text(model: bertscope.Model) -> bertscope.Tokens:
     frame = model.tokenize("a")
     head, tail = frame.n_prefix, frame.n_suffix
     assert tok.ids[:head] == frame.ids[:head] and tok.ids[-tail:] == frame.ids[-tail:]
-    assert tok.special_mask == [True] * head + [False] * (len(tok) - head - tail) + [True] * tail
+    assert tok.special_tokens_mask == [True] * head + [False] * (len(tok) - head - tail) + [True] * tail
     framing = set(hf.all_special_ids) - {hf.unk_token_id}
     assert not framing & set(tok.ids[head : len(tok) - tail])
     assert tok.ids == hf(text, split_special_tokens=True)["input_ids"]

@@ -30,7 +30,7 @@ def _drift_by_length(short: float, longer: float) -> Any:
     """A stand-in for fitted_drift: `short` on a list of only short texts, `longer` on any other."""
 
     def measured(encoder: Any, runner: Any, texts: list[str]) -> tuple[float, str]:
-        pieces = [len(t) - sum(t.special_mask) for t in encoder.tokenize(list(texts))]
+        pieces = [len(t) - sum(t.special_tokens_mask) for t in encoder.tokenize(list(texts))]
         if max(pieces) <= int8_gate.SHORT_PIECES:
             return short, texts[0]
         return longer, texts[-1]

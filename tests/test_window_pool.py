@@ -30,7 +30,9 @@ def _stitched_pooled(model: bertscope.Model, texts: list[str], **options: Any) -
     fitted = engine.prepare(texts, spec)
     rows = []
     for tok, matrix in engine.fitted_token_matrices(fitted, spec):
-        keep = np.array([[0.0 if s and spec.mask_special else 1.0 for s in tok.special_mask]], np.float32)
+        keep = np.array(
+            [[0.0 if s and spec.mask_special else 1.0 for s in tok.special_tokens_mask]], np.float32
+        )
         rows.append(engine._pool(matrix[None], keep, spec)[0])
     return np.stack(rows)
 

@@ -170,7 +170,7 @@ def _late(
     )
     for number, (doc, doc_spans, tokens) in enumerate(zip(docs, spans, fitted, strict=True)):
         offsets = _document_offsets(tokens.offsets, shift)
-        rows = token_rows(offsets, tokens.special_mask, doc_spans, shift=shift, document=named(number))
+        rows = token_rows(offsets, tokens.special_tokens_mask, doc_spans, shift=shift, document=named(number))
         if len(tokens) <= LONG_TOKENS:
             vectors = pool_spans(next(short)[1], rows, spec.pooling)
         else:  # a book-length document: its token vectors a few windows at a time, never whole
@@ -265,7 +265,7 @@ def _numbered_from(start: int, kind: str, index: int) -> str:
 def _own_pieces(tokens: Tokens, shift: int) -> int:
     """The word pieces of a chunk's text kept (after truncation): not special, not wholly in the prompt
     (a piece the prompt shares with the chunk's first word is the chunk's, as `_document_offsets` has it)."""
-    special = np.asarray(tokens.special_mask, dtype=bool)
+    special = np.asarray(tokens.special_tokens_mask, dtype=bool)
     pairs = np.asarray(tokens.offsets, dtype=np.int64).reshape(-1, 2)
     in_prompt = (pairs[:, 0] < shift) & (pairs[:, 1] <= shift)
     return int(np.count_nonzero(~special & ~in_prompt))
@@ -319,7 +319,7 @@ class ChunkPlan:
         window = engine.tokenizer.max_tokens
         total = 0
         for tokens, rows in self._rows(engine, whole):
-            special = np.asarray(tokens.special_mask, dtype=bool)
+            special = np.asarray(tokens.special_tokens_mask, dtype=bool)
             starts = np.asarray(tokens.offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
             added = int(special.sum() + np.count_nonzero(~special & (starts < len(self.spec.prompt))))
             lengths = chunk_lengths(rows) + added
@@ -335,7 +335,7 @@ class ChunkPlan:
             shift = len(spec.prompt)
             named = text_named("document", number)
             offsets = _document_offsets(tokens.offsets, shift)
-            yield tokens, token_rows(offsets, tokens.special_mask, spans, shift=shift, document=named)
+            yield tokens, token_rows(offsets, tokens.special_tokens_mask, spans, shift=shift, document=named)
 
     def run(self, engine: Engine, *, progress: bool | None = None) -> list[ChunkEmbeddings]:
         """Each document's ChunkEmbeddings, in input order."""

@@ -201,8 +201,8 @@ def _pairs_view(
         ((tok_a, mat_a),) = model.engine.token_matrices([a], spec)
     with texts_named("b"):
         ((tok_b, mat_b),) = model.engine.token_matrices([b], spec)
-    parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
-    parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
+    parts_a = token_parts(mat_a, tok_a.special_tokens_mask, spec, processor)
+    parts_b = token_parts(mat_b, tok_b.special_tokens_mask, spec, processor)
     tok_a, tok_b = _in_given_text(tok_a, spec), _in_given_text(tok_b, spec)
     norm = np.linalg.norm(parts_a.sum(axis=0)) * np.linalg.norm(parts_b.sum(axis=0))
     contributions = _pair_contributions(parts_a, parts_b, max(float(norm), 1e-24))

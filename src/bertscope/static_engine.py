@@ -106,7 +106,7 @@ class StaticEngine:
         return Tokens(
             text=text, tokens=[encoding.tokens[k] for k in keep], ids=[encoding.ids[k] for k in keep],
             offsets=[encoding.offsets[k] for k in keep], word_ids=[encoding.word_ids[k] for k in keep],
-            special_mask=[False] * len(keep), token_type_ids=[0] * len(keep),
+            special_tokens_mask=[False] * len(keep), token_type_ids=[0] * len(keep),
         )  # fmt: skip
 
     # Means ---------------------------------------------------------------------------------------

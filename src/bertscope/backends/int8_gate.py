@@ -136,7 +136,8 @@ def _complete(verdict: dict[str, Any]) -> bool:
 def _short(encoder: Any, texts: Sequence[str]) -> list[bool]:
     """Whether each text is at most `SHORT_PIECES` word pieces, special tokens not counted."""
     return [
-        len(tokens) - sum(tokens.special_mask) <= SHORT_PIECES for tokens in encoder.tokenize(list(texts))
+        len(tokens) - sum(tokens.special_tokens_mask) <= SHORT_PIECES
+        for tokens in encoder.tokenize(list(texts))
     ]
 
 

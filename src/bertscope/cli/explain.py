@@ -247,7 +247,7 @@ def attention(
             "model": m.loaded.source,
             "tokens": tokens.tokens,
             "token_type_ids": tokens.token_type_ids,
-            "special": tokens.special_mask,
+            "special": tokens.special_tokens_mask,
             "n_dropped": tokens.n_dropped,
             "n_layers": int(weights.shape[0]),
             "n_heads": int(weights.shape[1]),

@@ -209,7 +209,7 @@ def chunk_lengths(rows: ChunkRows | Sequence[Rows]) -> np.ndarray:
 
 def token_rows(
     offsets: Iterable[Span],
-    special_mask: Sequence[bool],
+    special_tokens_mask: Sequence[bool],
     spans: Sequence[Span],
     *,
     shift: int = 0,
@@ -227,7 +227,7 @@ def token_rows(
     """
     pairs = np.asarray(list(offsets), dtype=np.int64).reshape(-1, 2)
     starts, ends = pairs[:, 0], pairs[:, 1]
-    kept = np.flatnonzero(~np.asarray(special_mask, dtype=bool) & (ends > starts) & (starts >= shift))
+    kept = np.flatnonzero(~np.asarray(special_tokens_mask, dtype=bool) & (ends > starts) & (starts >= shift))
     starts, ends = starts[kept] - shift, ends[kept] - shift
     bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     if np.all(starts[1:] >= starts[:-1]) and np.all(ends[1:] >= ends[:-1]):

@@ -202,7 +202,9 @@ def token_spans(text: str, tokenizer: TextTokenizer, *, size: int, overlap: int)
             f"chunk_size={size}, chunk_overlap={overlap}"
         )
     tokens = tokenizer.encode([text])[0]
-    offsets = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
+    offsets = [
+        o for o, special in zip(tokens.offsets, tokens.special_tokens_mask, strict=True) if not special
+    ]
     units = _token_units(text, offsets)
     if not units:
         return []

@@ -572,7 +572,7 @@ def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
 def _kept(tokens: Tokens, spec: EmbedSpec) -> np.ndarray:
     """(tokens,) 0/1 float32: which of a text's tokens its sentence vector pools (`_pooling_mask`'s rule
     over a whole text: specials out under mask_special, the prompt out where include_prompt is false)."""
-    keep = np.array([0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask], np.float32)
+    keep = np.array([0.0 if s and spec.mask_special else 1.0 for s in tokens.special_tokens_mask], np.float32)
     keep[: spec.prompt_length] = 0.0
     return keep
 

@@ -158,10 +158,10 @@ def pool_span(block: np.ndarray, pooling: Pooling) -> np.ndarray:
     return rule.tokens(hidden, np.ones((1, len(block), 1), dtype=np.float32))[0]
 
 
-def group_words(word_ids: Sequence[int | None], special_mask: Sequence[bool]) -> list[list[int]]:
+def group_words(word_ids: Sequence[int | None], special_tokens_mask: Sequence[bool]) -> list[list[int]]:
     """Token indices of each word, in order, from the tokenizer's own word ids (specials left out)."""
     groups: dict[int, list[int]] = {}
-    for index, (word, special) in enumerate(zip(word_ids, special_mask, strict=True)):
+    for index, (word, special) in enumerate(zip(word_ids, special_tokens_mask, strict=True)):
         if word is not None and not special:
             groups.setdefault(word, []).append(index)
     return list(groups.values())
@@ -215,7 +215,7 @@ class Pieces(Protocol):
     @property
     def word_ids(self) -> Sequence[int | None]: ...
     @property
-    def special_mask(self) -> Sequence[bool]: ...
+    def special_tokens_mask(self) -> Sequence[bool]: ...
 
 
 def text_words(tok: Pieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
@@ -225,7 +225,7 @@ def text_words(tok: Pieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
     RoBERTa's) gives a line break ("Ċ") or a second space ("Ġ") a word id of its own, which would make a
     word of no characters. Word vectors, word rows, occurrences and contextuality all read words here.
     """
-    groups = group_words(tok.word_ids, tok.special_mask)
+    groups = group_words(tok.word_ids, tok.special_tokens_mask)
     spans = word_spans(tok.text, tok.offsets, groups)
     kept = [i for i, (start, end) in enumerate(spans) if start < end]
     return [groups[i] for i in kept], [spans[i] for i in kept]
@@ -246,7 +246,7 @@ def whole_words(tok: CutPieces) -> tuple[list[list[int]], list[tuple[int, int]]]
     (the comma is a word of its own), SentencePiece's "coast" of "coast," is not (one word there).
     """
     groups, spans = text_words(tok)
-    content = [i for i, special in enumerate(tok.special_mask) if not special]
+    content = [i for i, special in enumerate(tok.special_tokens_mask) if not special]
     if tok.last_word_cut and groups and content and groups[-1][-1] == content[-1]:
         return groups[:-1], spans[:-1]
     return groups, spans

@@ -155,7 +155,7 @@ def prompt_length(tokenizer: Any, prompt: str) -> int:
     limit = getattr(tokenizer, "max_tokens", None)
     if isinstance(limit, int) and len(tokens) > limit:
         tokens = tokens.truncated(limit)
-    return int(len(tokens) - (1 if tokens.special_mask and tokens.special_mask[-1] else 0))
+    return int(len(tokens) - (1 if tokens.special_tokens_mask and tokens.special_tokens_mask[-1] else 0))
 
 
 def read_prompts(path: Path | None) -> Prompts:

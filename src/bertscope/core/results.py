@@ -220,7 +220,7 @@ class TokenEmbeddings(_VectorsArray):
     tokens: list[str]
     offsets: list[tuple[int, int]]
     word_ids: list[int | None]
-    special_mask: list[bool]
+    special_tokens_mask: list[bool]
     vectors: np.ndarray
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
@@ -228,6 +228,13 @@ class TokenEmbeddings(_VectorsArray):
     sequence_ids: list[int | None] | None = None
     # Whether the truncation cut inside the last kept word (Tokens.last_word_cut): not a whole word.
     last_word_cut: bool = False
+
+    @property
+    def special_mask(self) -> list[bool]:
+        """Deprecated: the old name of `special_tokens_mask` (transformers' name)."""
+        return renamed_field(
+            self.special_tokens_mask, owner="TokenEmbeddings", name="special_tokens_mask", old="special_mask"
+        )
 
     def __repr__(self) -> str:
         """The tokens' count, the vectors' shape and dtype, the text (and pair), the recipe; no floats."""
@@ -246,7 +253,7 @@ class TokenEmbeddings(_VectorsArray):
         if spec.get("combine") == "stack" and k > 1:
             matrix = matrix.reshape(len(matrix), k, -1)
         return cls(
-            tokens.text, tokens.tokens, tokens.offsets, tokens.word_ids, tokens.special_mask, matrix,
+            tokens.text, tokens.tokens, tokens.offsets, tokens.word_ids, tokens.special_tokens_mask, matrix,
             tokens.n_dropped, spec, tokens.pair, tokens.sequence_ids if tokens.pair is not None else None,
             tokens.last_word_cut,
         )  # fmt: skip
@@ -263,7 +270,7 @@ class TokenEmbeddings(_VectorsArray):
             "tokens": list(self.tokens),
             "offsets": [list(o) for o in self.offsets],
             "word_ids": list(self.word_ids),
-            "special": list(self.special_mask),
+            "special": list(self.special_tokens_mask),
         }
         if self.pair is not None and self.sequence_ids is not None:
             found["sequence_ids"] = list(self.sequence_ids)

@@ -49,7 +49,7 @@ def segments_of(tokens: Sequence[Tokens], max_tokens: int, stride: int | None) -
     segments = []
     for index, tok in enumerate(tokens):
         if len(tok) <= max_tokens:
-            segments.append(Segment(index, tok.ids, tok.token_type_ids, tok.special_mask))
+            segments.append(Segment(index, tok.ids, tok.token_type_ids, tok.special_tokens_mask))
             continue
         for number, window in enumerate(tok.windows(max_tokens, stride)):
             n_ids = len(window.ids)

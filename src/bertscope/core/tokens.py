@@ -67,7 +67,7 @@ class Tokens:
     ids: list[int]
     offsets: list[tuple[int, int]]
     word_ids: list[int | None]
-    special_mask: list[bool]
+    special_tokens_mask: list[bool]
     token_type_ids: list[int] = field(repr=False)
     n_dropped: int = 0
     pair: str | None = None
@@ -84,10 +84,17 @@ class Tokens:
         return renamed_field(self.token_type_ids, owner="Tokens", name="token_type_ids", old="type_ids")
 
     @property
+    def special_mask(self) -> list[bool]:
+        """Deprecated: the old name of `special_tokens_mask` (transformers' name)."""
+        return renamed_field(
+            self.special_tokens_mask, owner="Tokens", name="special_tokens_mask", old="special_mask"
+        )
+
+    @property
     def n_prefix(self) -> int:
         """How many special tokens open the sequence ([CLS] or <s>)."""
         count = 0
-        while count < len(self.special_mask) and self.special_mask[count]:
+        while count < len(self.special_tokens_mask) and self.special_tokens_mask[count]:
             count += 1
         return count
 
@@ -95,7 +102,7 @@ class Tokens:
     def n_suffix(self) -> int:
         """How many special tokens close the sequence ([SEP] or </s>)."""
         count = 0
-        while count < len(self.special_mask) - self.n_prefix and self.special_mask[-1 - count]:
+        while count < len(self.special_tokens_mask) - self.n_prefix and self.special_tokens_mask[-1 - count]:
             count += 1
         return count
 
@@ -113,7 +120,7 @@ class Tokens:
         # the tokenizer's own word ids tell a cut word: "st" of st ##or ##m, SentencePiece's "coast" of
         # "coast," (one word there; WordPiece's "," is a word of its own, so its "coast" is whole)
         last, dropped = self.word_ids[head + keep - 1], self.word_ids[head + keep]
-        cut = last is not None and last == dropped and not self.special_mask[head + keep - 1]
+        cut = last is not None and last == dropped and not self.special_tokens_mask[head + keep - 1]
         return replace(self._take(index, n_dropped=len(self) - len(index)), last_word_cut=cut)
 
     def windows(self, max_tokens: int, stride: int | None = None) -> list[Window]:
@@ -160,7 +167,7 @@ class Tokens:
             ids=[self.ids[i] for i in index],
             offsets=[self.offsets[i] for i in index],
             word_ids=[self.word_ids[i] for i in index],
-            special_mask=[self.special_mask[i] for i in index],
+            special_tokens_mask=[self.special_tokens_mask[i] for i in index],
             token_type_ids=[self.token_type_ids[i] for i in index],
             n_dropped=n_dropped,
         )
@@ -180,7 +187,7 @@ class Tokens:
         records: list[dict[str, object]] = [
             {"token": tok, "id": i, "word": w, "start": s, "end": e, "special": sp}
             for tok, i, w, (s, e), sp in zip(
-                self.tokens, self.ids, self.word_ids, self.offsets, self.special_mask, strict=True
+                self.tokens, self.ids, self.word_ids, self.offsets, self.special_tokens_mask, strict=True
             )
         ]
         if self.pair is not None and self.sequence_ids is not None:
@@ -359,7 +366,7 @@ class TextTokenizer:
             ids=all_ids,
             offsets=[(0, 0)] * len(all_ids),
             word_ids=[None] * n_head + list(range(n_body)) + [None] * len(closing),
-            special_mask=[True] * n_head + [False] * n_body + [True] * len(closing),
+            special_tokens_mask=[True] * n_head + [False] * n_body + [True] * len(closing),
             token_type_ids=[t for _, t in head] + [content_type] * n_body + [t for _, t in tail],
         )
 
@@ -377,7 +384,7 @@ class TextTokenizer:
 
     def fit(self, tokens: Tokens, long: LongText, *, index: int = 0) -> Tokens:
         """Apply the long-text policy to one text (window is resolved later by the engine)."""
-        if all(tokens.special_mask):
+        if all(tokens.special_tokens_mask):
             raise InvalidInput(
                 f"{text_named('text', index)} ({tokens.text[:20]!r}) gives no word pieces besides the "
                 f"special ones ({NO_PIECES_WHY}); give it some text"
@@ -436,7 +443,7 @@ def _tokens(text: Text, enc: Encoding, types: bool = True) -> Tokens:
         ids=enc.ids,
         offsets=enc.offsets,
         word_ids=enc.word_ids,
-        special_mask=list(map(bool, enc.special_tokens_mask)),
+        special_tokens_mask=list(map(bool, enc.special_tokens_mask)),
         token_type_ids=enc.type_ids if types else [0] * len(enc.ids),
     )
 

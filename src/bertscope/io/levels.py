@@ -371,7 +371,7 @@ class TokenLevel(_PieceLevel):
             starts += [s for s, _ in tok.offsets]
             ends += [e for _, e in tok.offsets]
             words += tok.word_ids
-            special += tok.special_mask
+            special += tok.special_tokens_mask
             blocks.append(self._layer_blocks(matrix))
         columns = self._common(records, counts)
         columns["token"] = pa.array(pieces, pa.string())

@@ -364,7 +364,7 @@ def _layer_vectors(
     dropped = np.zeros(len(texts), dtype=np.int64)
     for index, (tok, matrix) in enumerate(chunked_token_matrices(model, texts, spec, on_batch=on_batch)):
         hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)[list(layers)]
-        keep = [0.0 if s and mask_special else 1.0 for s in tok.special_mask]
+        keep = [0.0 if s and mask_special else 1.0 for s in tok.special_tokens_mask]
         mask = np.broadcast_to(np.array(keep, dtype=np.float32), (len(layers), len(keep)))
         for p in pools:
             pooled = pool_sentences(hidden, mask, p)

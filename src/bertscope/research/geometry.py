@@ -381,7 +381,7 @@ def geometry(
             repeats += skipping
             seen.add(key)
         width = states.shape[1]
-        keep = ~np.asarray(tok.special_mask[position : position + width], dtype=bool)
+        keep = ~np.asarray(tok.special_tokens_mask[position : position + width], dtype=bool)
         position = 0 if last else position + width
         if skipping:
             continue

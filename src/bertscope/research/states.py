@@ -125,7 +125,9 @@ def tokens_key(ids: Sequence[int]) -> bytes:
 def special_pieces(model: Encoder) -> str:
     """The special tokens the model puts around a text ("[CLS], [SEP]", "<s>, </s>"), for a refusal."""
     probe = model.tokenize(["a"])[0]
-    named = dict.fromkeys(t for t, special in zip(probe.tokens, probe.special_mask, strict=True) if special)
+    named = dict.fromkeys(
+        t for t, special in zip(probe.tokens, probe.special_tokens_mask, strict=True) if special
+    )
     return ", ".join(named) or "the model's special tokens"
 
 

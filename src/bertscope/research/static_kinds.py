@@ -90,7 +90,7 @@ def static_decontextualized(
     )
     pooled = model.engine.fitted_sentences(tokens, spec).vectors
     vectors = pooled.reshape(len(tokens), len(chosen), -1)
-    found = [[p for p, s in zip(t.tokens, t.special_mask, strict=True) if not s] for t in tokens]
+    found = [[p for p, s in zip(t.tokens, t.special_tokens_mask, strict=True) if not s] for t in tokens]
     return DecontextualizedStatic([str(i) for i in many], found, chosen, vectors)
 
 

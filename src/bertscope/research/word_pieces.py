@@ -29,7 +29,7 @@ def word_pieces(tok: Pieces, spans: Sequence[tuple[int, int]]) -> list[list[int]
     A word may get none (the caller refuses it, naming its sentence)."""
     starts = [a for a, _ in spans]
     groups: list[list[int]] = [[] for _ in spans]
-    for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True)):
+    for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_tokens_mask, strict=True)):
         if special or b <= a:
             continue
         found = _NON_SPACE.search(tok.text, a)

@@ -121,7 +121,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 "tokens": tokens.tokens,
                 "token_type_ids": tokens.token_type_ids,
                 "type_ids": tokens.token_type_ids,  # the old name, kept (deprecated in the schema)
-                "special": tokens.special_mask,
+                "special": tokens.special_tokens_mask,
                 "n_dropped": tokens.n_dropped,
                 "n_layers": int(weights.shape[0]),
                 "n_heads": int(weights.shape[1]),

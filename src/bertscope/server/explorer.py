@@ -103,7 +103,7 @@ def cosines_of(model: Model, tokens: Tokens, rows: np.ndarray) -> dict[str, Any]
     return {
         "tokens": tokens.tokens,
         "ids": tokens.ids,
-        "special": tokens.special_mask,
+        "special": tokens.special_tokens_mask,
         "n_dropped": tokens.n_dropped,
         "n_layers": int(hidden.shape[0] - 1),
         "cosines": pairs.astype(float).round(5).tolist(),

@@ -213,7 +213,7 @@ def compare_to_reference(
             continue
         max_abs = np.maximum(max_abs, np.abs(got - want).max(axis=(1, 2)))
         min_cos = np.minimum(min_cos, pairwise_cosines(got, want).min(axis=1))
-        mask = np.array([0.0 if s else 1.0 for s in tok.special_mask]) if spec.mask_special else None
+        mask = np.array([0.0 if s else 1.0 for s in tok.special_tokens_mask]) if spec.mask_special else None
         pair = [_sentence(states, mask, spec) for states in (got, want)]
         sentence_cos = min(sentence_cos, float(pairwise_cosines(pair[0], pair[1])))
     tolerance = _tolerance(model, settings, min_cosine)
