@@ -184,3 +184,19 @@ def test_cache_refuses_a_word_for_the_bundled_model_where_a_model_folder_has_tha
         )
     assert export.is_file()
     assert run_main("cache", f"./{word}").code == 0  # the folder, named as one
+
+
+def test_cache_labels_a_graph_the_drift_gate_refused(cache: Path) -> None:
+    refused = cache / "onnx" / f"bert-{DIGEST}-int8-static-g5-o3-ccd65ea2c2a-v{EXPORT_FORMAT}.onnx"
+    passed = cache / "onnx" / f"bert-{DIGEST}-int8-static-g5-o3-c745dffd245-v{EXPORT_FORMAT}.onnx"
+    verdicts = {refused: (0.6678, 0.9982), passed: (0.9917, None)}
+    for path, (cos_min, short_cos_min) in verdicts.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"\0" * 1000)
+        verdict = {"cos_min": cos_min, "text": "Fuel", "short_cos_min": short_cos_min, "short_text": "x"}
+        path.with_suffix(".json").write_text(json.dumps({"own_calibration_drift": {"s1-t256": verdict}}))
+    kinds = {f.path: f.kind for f in cached_files()}
+    gate = "ONNX export (refused by the drift gate, min cosine 0.6678)"
+    assert kinds == {refused: gate, passed: "ONNX export"}
+    listed = run_main("cache")
+    assert listed.code == 0 and f"1 ONNX export, 1 {gate}" in listed.stdout, listed

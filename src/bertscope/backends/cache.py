@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.folder import read_json_object
 from ..errors import BertscopeError
+from .int8_gate import _DRIFT_RECORD, INT8_MIN_COSINE, INT8_SHORT_MIN_COSINE
 from .onnx import EXPORT_FORMAT, WRITE_PROBE, cache_dir, known_folders
 from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
@@ -138,7 +140,31 @@ def _files() -> Iterator[tuple[str, Path]]:
                 )
                 or (folder == "fast" and not _current_measurement(path))
             )
-            yield (f"{kind} (older bertscope, unused)" if unused else kind), path
+            if unused:
+                yield f"{kind} (older bertscope, unused)", path
+            elif (refused := _refused_at(path)) is not None:
+                yield f"{kind} (refused by the drift gate, min cosine {refused:.4f})", path
+            else:
+                yield kind, path
+
+
+def _refused_at(path: Path) -> float | None:
+    """The min cosine an int8 graph fitted on a caller's own texts was refused at, as the record beside it
+    keeps the drift gate's verdicts (int8_gate.check_own_calibration); None for a graph none refused."""
+    if path.suffix not in (".onnx", ".xml"):
+        return None
+    kept = read_json_object(path.with_suffix(".json")).get(_DRIFT_RECORD)
+    refused = [
+        figure
+        for verdict in (kept.values() if isinstance(kept, dict) else ())
+        if isinstance(verdict, dict)
+        for figure, bound in (
+            (verdict.get("cos_min"), INT8_MIN_COSINE),
+            (verdict.get("short_cos_min"), INT8_SHORT_MIN_COSINE),
+        )
+        if isinstance(figure, float) and figure < bound
+    ]
+    return min(refused) if refused else None
 
 
 def _current_export(name: str) -> bool:
