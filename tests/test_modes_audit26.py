@@ -200,3 +200,15 @@ def test_cache_labels_a_graph_the_drift_gate_refused(cache: Path) -> None:
     assert kinds == {refused: gate, passed: "ONNX export"}
     listed = run_main("cache")
     assert listed.code == 0 and f"1 ONNX export, 1 {gate}" in listed.stdout, listed
+
+
+def test_bench_on_a_device_this_machine_lacks_says_only_that(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    ran = run_main("bench", "-m", str(tiny_dirs["bert"]), "--device", "cuda", "--drift")
+    assert ran.code == 1 and ran.stdout == "", ran
+    (line,) = ran.stderr.strip().splitlines()
+    assert line.startswith("error: device 'cuda' asked, but torch ") and "sees no CUDA GPU here" in line

@@ -77,7 +77,8 @@ def bench(
         raise InvalidInput(f"--modes: {exc}") from None
     if not names:
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
-    if "float16" in names and device_kind(resolve_device(device)) != "cuda":  # bench has no --dtype to name
+    kind = device_kind(resolve_device(device))  # a device this machine lacks: its one line, before any other
+    if "float16" in names and kind != "cuda":  # bench has no --dtype to name
         raise InvalidInput("--modes float16 runs on CUDA only; on CPU use --modes bfloat16 or float32")
     if text_field != "text" and not input_path:
         raise InvalidInput("--text-field names a field of -i FILE's records; add -i FILE or drop it")
