@@ -123,7 +123,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         415: "The body was sent with a Content-Type that is not JSON; send Content-Type: application/json.",
         422: "A field or a text is invalid; `detail` says which and what is allowed.",
         429: "The queue is full; retry after the `Retry-After` seconds.",
-        500: "A bug in bertscope (please report it); the answer is still JSON.",
+        500: "Vectors that came out NaN or infinite (a float16 overflow: serve with --dtype float32), or a "
+        "bug in bertscope (please report it); the answer is still JSON.",
         503: "The service is shutting down.",
     }.items()
 }
@@ -280,6 +281,9 @@ class AnatomyResponse(BaseModel):
     proof_bound: float = Field(
         description="The most max_abs_error may be for the proof to hold: 1e-5, or 8 float32 rounding "
         "steps of layer 0's largest |value| where that is more."
+    )
+    proof_holds: bool = Field(
+        description="Whether max_abs_error is at most proof_bound (false where it is NaN)."
     )
     steps: dict[str, list[list[float]] | None] = Field(
         description="Each step (word ... model_output, in order): its (tokens, width) rows, or null where "
