@@ -22,3 +22,41 @@ def test_special_tokens_mask_is_transformers_name_and_special_mask_warns(bundled
         assert said[0].filename == __file__
         with pytest.raises(AttributeError):
             result.special_mask = []  # type: ignore[misc]
+
+
+def test_tokenizer_takes_one_text_as_one_text(bundled: bertscope.Model) -> None:
+    tokenizer = bundled.tokenizer
+    (whole,) = bundled.tokenize(["hi there"])
+    assert tokenizer.encode("hi there") == whole  # not one Tokens per character
+    assert tokenizer("hi there") == whole
+    assert (
+        tokenizer(["hi there", "hi"])
+        == tokenizer.encode(["hi there", "hi"])
+        == bundled.tokenize(["hi there", "hi"])
+    )
+    for name in ("tokenize", "decode"):
+        with pytest.raises(AttributeError, match=rf"no '{name}'.*is m\.loaded\.tokenizer") as said:
+            getattr(tokenizer, name)
+        assert "\n" not in str(said.value)
+    assert not hasattr(tokenizer, "decode")
+    assert repr(tokenizer) == "TextTokenizer(vocab 30522, max_tokens=256)"
+
+
+def test_reprs_of_tokens_and_anatomy_are_short(bundled: bertscope.Model) -> None:
+    (tok,) = bundled.tokenize(["I am Sinan"])
+    assert (
+        repr(tok)
+        == "Tokens(6 tokens ['[CLS]', 'i', 'am', 'sin', '##an', '[SEP]'], text 'I am Sinan' (10 chars))"
+    )
+    (long,) = bundled.tokenize(["word " * 2000])
+    assert repr(long).startswith(
+        "Tokens(256 tokens ['[CLS]', 'word', 'word', 'word', 'word', 'word', ..., '[SEP]']"
+    )
+    assert repr(long).endswith("(10000 chars), 1746 dropped)") and len(repr(long)) < 200
+    anatomy = bundled.anatomy("I am Sinan")
+    assert repr(anatomy) == (
+        "Anatomy(6 tokens, steps word, position, token_type, summed, normalized, encoder_input (width 384), "
+        "proof holds, text 'I am Sinan' (10 chars))"
+    )
+    with pytest.warns(bertscope.TruncatedTextsWarning):
+        assert len(repr(bundled.anatomy("word " * 2000))) < 200

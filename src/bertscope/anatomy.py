@@ -20,7 +20,7 @@ import numpy as np
 
 from .core.embedding_layer import EmbeddingWeights
 from .core.engine import as_array
-from .core.results import rows
+from .core.results import _quoted, rows
 from .core.tokens import Tokens, pad_batch, say_cut
 
 if TYPE_CHECKING:
@@ -48,6 +48,10 @@ STEPS = (
 )
 
 
+# The arrays of an Anatomy, in the order the model makes them (None where the family lacks the step).
+_STEPS = ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input")
+
+
 @dataclass
 class Anatomy:
     """One text's embedding layer, step by step; each array is (tokens, width of that step)."""
@@ -67,6 +71,20 @@ class Anatomy:
     notes: tuple[str, ...] = field(default_factory=tuple)
     # the parts `summed` adds, in the order the model adds them (word first)
     sum_order: tuple[str, ...] = ("word",)
+
+    def __repr__(self) -> str:
+        """The tokens' count, the steps the model has and their width, whether the proof holds and the
+        text; never the floats (six (tokens, width) arrays)."""
+        steps = [name for name in _STEPS if getattr(self, name) is not None]
+        count = len(self.tokens)
+        return (
+            f"Anatomy({count} token{'' if count == 1 else 's'}, steps {', '.join(steps)}"
+            f" (width {self.encoder_input.shape[-1]}), proof {'holds' if self.proof_holds else 'fails'}"
+            f", text {_quoted(self.tokens.text)}"
+            + (f", pair {_quoted(self.tokens.pair)}" if self.tokens.pair is not None else "")
+            + (f", {self.n_dropped} dropped" if self.n_dropped else "")
+            + ")"
+        )
 
     @property
     def max_abs_error(self) -> float:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
+from typing import Any, overload
 
 import numpy as np
 from tokenizers import Encoding
@@ -22,6 +23,7 @@ from .cut_said import cut_summary as cut_summary
 from .cut_said import cut_warning as cut_warning
 from .cut_said import say_cut as say_cut
 from .renamed_fields import renamed_field
+from .results import _quoted
 from .text_pieces import Cuts, cuts_for, head_and_count
 from .texts_given import bare_pair_message as bare_pair_message
 from .texts_given import by_pair as by_pair
@@ -77,6 +79,18 @@ class Tokens:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def __repr__(self) -> str:
+        """The tokens' count and the first of them, the text (and pair) and what was dropped: never every
+        id, offset and word id of a long text."""
+        count, tokens = len(self.tokens), self.tokens
+        shown = [repr(t) for t in tokens] if count <= 8 else [*map(repr, tokens[:6]), "...", repr(tokens[-1])]
+        return (
+            f"Tokens({count} token{'' if count == 1 else 's'} [{', '.join(shown)}], text {_quoted(self.text)}"
+            + (f", pair {_quoted(self.pair)}" if self.pair is not None else "")
+            + (f", {self.n_dropped} dropped" if self.n_dropped else "")
+            + ")"
+        )
 
     @property
     def type_ids(self) -> list[int]:
@@ -279,8 +293,15 @@ class TextTokenizer:
         self.max_tokens = max_tokens
         self.long_chars = max(1 << 16, 32 * max_tokens)
 
-    def encode(self, texts: Sequence[Text]) -> list[Tokens]:
-        """Tokens of each text (or (A, B) pair) in full (no truncation), with specials."""
+    @overload
+    def encode(self, texts: str) -> Tokens: ...  # type: ignore[overload-overlap]
+    @overload
+    def encode(self, texts: Sequence[Text]) -> list[Tokens]: ...
+    def encode(self, texts: str | Sequence[Text]) -> Tokens | list[Tokens]:
+        """Tokens of one text (a str: one `Tokens`), or of each text or (A, B) pair of a list, in full (no
+        truncation), with specials."""
+        if isinstance(texts, str):  # one text, as sentence-transformers' callers give it: not its characters
+            return self.encode([texts])[0]
         if any(isinstance(t, tuple) for t in texts):
             self.check_pairs()
         return [
@@ -310,6 +331,28 @@ class TextTokenizer:
             raise self._too_long(index, total)
         fitted = self.fit(tokens, long, index=index)
         return replace(fitted, n_dropped=total - len(fitted))
+
+    @overload
+    def __call__(self, texts: str) -> Tokens: ...  # type: ignore[overload-overlap]
+    @overload
+    def __call__(self, texts: Sequence[Text]) -> list[Tokens]: ...
+    def __call__(self, texts: str | Sequence[Text]) -> Tokens | list[Tokens]:
+        """`encode(texts)`: one text's `Tokens`, or a list's, in full with specials."""
+        return self.encode(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        """Refuse a name this tokenizer lacks in one line, pointing at the Hugging Face tokenizer."""
+        if name.startswith("__"):  # copy and pickle probe dunders before __dict__ exists: no pointer there
+            raise AttributeError(name)
+        raise AttributeError(
+            f"bertscope's tokenizer has no {name!r} (it has encode, from_ids and calling it on texts); "
+            "the Hugging Face tokenizer, with tokenize, decode and the rest, is m.loaded.tokenizer"
+        )
+
+    def __repr__(self) -> str:
+        """The vocabulary's size and the model's token limit."""
+        vocab = self.__dict__["backend"].get_vocab_size()
+        return f"TextTokenizer(vocab {vocab}, max_tokens={self.__dict__['max_tokens']})"
 
     @cached_property
     def _cuts(self) -> Cuts | None:
