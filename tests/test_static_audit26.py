@@ -258,3 +258,15 @@ def test_the_npy_writer_holds_no_earlier_block(tmp_path: Path) -> None:
     expected = np.repeat(np.arange(4, dtype=np.float32), 2)[:, None].repeat(3, axis=1)
     np.testing.assert_array_equal(np.load(path), expected)
     assert vocab.read_text(encoding="utf-8").split() == [f"w{k}{c}" for k in range(4) for c in "ab"]
+
+
+def test_an_aggregated_export_refuses_to_replace_a_file_without_overwrite(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    result = tiny_models["bert"].static_from_corpus(["a cat sat", "a dog ran"], progress=False)
+    kept = tmp_path / "words.vec"
+    kept.write_text("precious\n")
+    with pytest.raises(InvalidInput, match=r"words\.vec exists; pass overwrite=True"):
+        result.export(kept)
+    assert kept.read_text() == "precious\n"
+    assert kept in result.export(kept, overwrite=True) and kept.read_text() != "precious\n"

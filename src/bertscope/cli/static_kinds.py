@@ -65,7 +65,7 @@ def aggregate_to_file(
             workers=workers, batch_size=batch_size, progress=not quiet, device=device,
             cpus_per_worker=threads or 1, text_field=text_field,
         )  # fmt: skip
-        result.files = result.export(export, format=fmt)
+        result.files = result.export(export, format=fmt, overwrite=True)  # check_export said it first
     else:
         result = model.static_from_corpus(
             corpus, layers=chosen, min_count=min_count, subword=subword, long=long, checkpoint=checkpoint,

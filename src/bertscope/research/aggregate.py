@@ -116,11 +116,14 @@ class AggregatedStatic:
             "settings": self.settings,
         }
 
-    def export(self, path: str | Path, *, format: str | None = None) -> list[Path]:
+    def export(self, path: str | Path, *, format: str | None = None, overwrite: bool = False) -> list[Path]:
         """Write word, count and vector per word: word2vec text, npy, parquet or projector (see static).
 
-        Several layers write one file set per layer, named `<stem>.layerN<suffix>`.
+        Several layers write one file set per layer, named `<stem>.layerN<suffix>`. A file it would
+        replace (side files too) is refused without `overwrite=True`, as static rows' exports refuse it.
         """
+        if not overwrite:
+            refuse_replacing(export_files(path, self.layers, format=format))
         written: list[Path] = []
         for k, named in enumerate(_layer_paths(Path(path), self.layers)):
             written += write_vectors(named, format, self.words, self.counts, self.vectors[:, k])
@@ -446,7 +449,8 @@ def static_from_corpus(
         summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW, stacklevel=caller_level() + 1
     )
     if export is not None:
-        result.files = result.export(export, format=format)
+        # check_export refused, before the first forward, what overwrite did not allow
+        result.files = result.export(export, format=format, overwrite=True)
         summary.output = Path(export)  # the file the job made, not its checkpoint folder (gone next line)
     sink.abandon()
     return result
