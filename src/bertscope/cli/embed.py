@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..core._enums import Engine, Level
 from ..core.chunking import ChunkBy
-from ..errors import InvalidInput
+from ..errors import CorpusError, InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
@@ -76,6 +76,10 @@ from .embed_printed import (
 from .embed_printed import plain_value as plain_value
 from .similarity import checked_threshold as checked_threshold
 from .similarity import similarity
+from .typer_setup import missing_argument
+
+if TYPE_CHECKING:
+    from .corpus import CorpusJob
 
 
 @app.command()
@@ -321,6 +325,7 @@ def embed(
             text_field=text_field, id_field=id_field, collection=collection, resume=resume,
             overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size or 1024, views=view or None,
         )  # fmt: skip
+        _refuse_job_unloaded(texts, input_path, output, job, level)
         m = _loaded(model, run, recipe)
         if level == "sentence":
             note_own_pooling(m, recipe)
@@ -338,6 +343,42 @@ def embed(
             per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
             return
         print_sentences(m, items, given, ids, recipe, input_path=input_path, pair=pair, as_json=as_json)
+
+
+def _refuse_job_unloaded(
+    texts: list[str] | None, input_path: str | None, output: Path, job: CorpusJob, level: str
+) -> None:
+    """Refuse before the model loads what the corpus job refuses without it (`corpus.run_job`, the sink):
+    a load can take minutes (a fresh cache's timing, an int8 or --fast export) before that one line.
+    The job checks all of it again; an SQLite collection's refusals need the model's settings."""
+    from ..core.writable import cannot_create
+    from ..io.formats import Format, open_sink, rules_of
+
+    if texts and input_path:  # run_job's words
+        raise InvalidInput("give texts as arguments or with -i/--input, not both")
+    if not texts and not input_path:
+        raise missing_argument(
+            "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
+        )
+    rules = rules_of(output)
+    if (
+        rules is None
+        or not output.parent.exists()
+        or (rules.levels is not None and level not in rules.levels)
+    ):
+        # open_sink refuses these by the path and level alone, before it makes anything
+        open_sink(output, settings={"level": level})
+    if rules is None:  # open_sink raised above: this only tells mypy
+        return
+    if why := cannot_create(output.parent):
+        raise CorpusError(
+            f"cannot write {output}: no file can be created in {output.parent} ({why}); "
+            "write the output to a folder you can create files in"
+        )
+    parts = output.with_name(output.name + ".parts")  # an unfinished job's: the sink says what it holds
+    if rules.format is not Format.SQLITE and output.exists() and not parts.exists():
+        if not (job.overwrite or job.resume):  # a --resume of a finished output: the sink's own line
+            raise CorpusError(f"{output} exists; pass overwrite=True (--overwrite) to replace it")
 
 
 def _loaded(model: str | None, run: dict[str, Any], recipe: Any) -> Any:

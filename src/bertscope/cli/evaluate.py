@@ -276,6 +276,7 @@ def eval_words(
     from ..core.text_files import shown_path
     from ..core.tokens import named_as
     from ..research.analysis import read_numbered_pairs, word_dataset
+    from ..research.distill import load_static
     from ..research.static_kinds import compare_kinds, distilled_for, plot_kinds
 
     pairs = input_path or old_pairs
@@ -291,6 +292,8 @@ def eval_words(
         left, right, gold, numbers = text_file(read_numbered_pairs, pairs)  # type: ignore[arg-type]
         data = list(zip(left, right, gold.tolist(), strict=True))
         naming = line_of(pairs, numbers)  # type: ignore[arg-type]  # a refused word by its file and line
+    if distilled is not None and not (distilled / "config.json").is_file():
+        load_static(distilled)  # says in one line why it is no model2vec folder, before the model loads
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     # a missing or another model's folder refused before the corpus is read (minutes on a real corpus)
     static = None if distilled is None else distilled_for(m, distilled)

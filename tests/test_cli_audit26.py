@@ -1,0 +1,70 @@
+"""The command line as a new user meets it (audit 26g): refusals before the model loads, help examples
+that run, Ctrl-C's line, settings printed as embed prints them, exit codes and help pointers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from console import Ran, run_main
+
+
+def _one_error(ran: Ran, code: int = 1) -> str:
+    """The one error line of a refused run, checked to be one line with no traceback."""
+    assert ran.code == code, ran
+    assert ran.stderr.count("\n") == 1 and ran.stderr.startswith("error: "), ran.stderr
+    return ran.stderr.strip()
+
+
+@pytest.fixture
+def no_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a model fails the test: what is refused here is refused before any model loads."""
+    from bertscope.cli import embed, evaluate
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the model loaded before the refusal")
+
+    for module in (embed, evaluate):
+        monkeypatch.setattr(module, "load_model", never)
+
+
+def test_embed_refuses_its_output_before_the_model_loads(tmp_path: Path, no_model: None) -> None:
+    """`embed -i corpus.txt -o corpus.parquet` with corpus.parquet there loaded the model (a fresh cache's
+    timing, an int8 export: seconds to minutes) before it refused in one line."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a cat\na dog\n")
+    for name in ("corpus.parquet", "corpus.npy"):
+        kept = tmp_path / name
+        kept.write_bytes(b"an older job")
+        said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(kept)))
+        assert said == f"error: {kept} exists; pass --overwrite to replace it"
+        assert kept.read_bytes() == b"an older job"
+    missing = tmp_path / "nowhere" / "x.parquet"
+    said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(missing)))
+    assert said == f"error: cannot write {missing}: the folder {missing.parent} does not exist"
+    said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "x.txt")))
+    assert "unknown output type .txt" in said
+    said = _one_error(run_main("embed", "-i", str(corpus), "-o", "/proc/x.parquet"))
+    assert said.startswith("error: cannot write /proc/x.parquet: no file can be created in /proc")
+    said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "w.db"), "--level", "words"))
+    assert "SQLite stores hold sentence rows only" in said
+    said = _one_error(run_main("embed", "a", "-i", str(corpus), "-o", str(tmp_path / "y.parquet")))
+    assert said == "error: give texts as arguments or with -i/--input, not both"
+    said = _one_error(run_main("embed", "-o", str(tmp_path / "y.parquet")), code=2)
+    assert said.startswith("error: no texts given") and "`bertscope embed --help`" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.npy", "corpus.parquet", "corpus.txt"]
+
+
+def test_eval_words_refuses_a_missing_distilled_folder_before_the_model_loads(
+    tmp_path: Path, no_model: None
+) -> None:
+    """`eval words --distilled ./static-minilm` loaded the model (19 s) before saying the folder is not
+    there."""
+    missing = tmp_path / "static-minilm"
+    ran = run_main("eval", "words", "--dataset", "wordsim353", "--distilled", str(missing), "--no-plot")
+    assert _one_error(ran) == f"error: {missing} does not exist: give the folder bertscope distill wrote (-o)"
+    missing.mkdir()
+    ran = run_main("eval", "words", "--dataset", "wordsim353", "--distilled", str(missing), "--no-plot")
+    assert "is not a model2vec folder (no config.json)" in _one_error(ran)
