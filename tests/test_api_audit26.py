@@ -5,6 +5,9 @@ results compared by value, short reprs, and one-line refusals where NumPy or Pyt
 
 from __future__ import annotations
 
+import itertools
+import warnings
+
 import pytest
 
 import bertscope
@@ -60,3 +63,19 @@ def test_reprs_of_tokens_and_anatomy_are_short(bundled: bertscope.Model) -> None
     )
     with pytest.warns(bertscope.TruncatedTextsWarning):
         assert len(repr(bundled.anatomy("word " * 2000))) < 200
+
+
+def test_iter_embed_says_a_cut_when_the_loop_stops_early(bundled: bertscope.Model) -> None:
+    texts = ["word " * 400, "short"]
+    with pytest.warns(
+        bertscope.TruncatedTextsWarning, match=r"1 of 2 text\(s\).*\(146 tokens dropped\)"
+    ) as said:
+        for _ in bundled.iter_embed(texts):
+            break
+    assert len(said) == 1 and said[0].filename == __file__
+    with pytest.warns(bertscope.TruncatedTextsWarning, match=r"3 of 6 text\(s\)") as said:
+        assert len(list(itertools.islice(bundled.iter_embed(texts * 3), 1))) == 1
+    assert len(said) == 1 and said[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sum(len(p) for p in bundled.iter_embed(["short"] * 3)) == 3  # nothing cut: nothing said

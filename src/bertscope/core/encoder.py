@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
+    "sums_as_dropped",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -68,6 +69,16 @@ CPU_TOKEN_BUDGET = 1024
 CPU_TOKENS_PER_THREAD = 512
 CPU_MAX_TOKEN_BUDGET = 8192
 CUDA_TOKEN_BUDGET = 65536
+
+
+def sums_as_dropped(texts: int, cut: int, tokens: int) -> np.ndarray:
+    """A stream's running sums of a cut (texts read, texts cut, tokens dropped) as the (texts,) n_dropped
+    `say_cut` reads: the same count, cut and sum, made once at the end rather than kept text by text."""
+    dropped = np.zeros(texts if cut else 0, np.int64)  # nothing cut: nothing to say, nothing to make
+    if cut:
+        dropped[:cut] = 1
+        dropped[0] += tokens - cut
+    return dropped
 
 
 def cpu_token_budget(threads: int) -> int:
@@ -325,19 +336,23 @@ class Encoder:
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory).
 
-        `options` are `embed`'s (layers, combine, pooling, ... prompt: `RecipeKeywords`).
+        `options` are `embed`'s (layers, combine, pooling, ... prompt: `RecipeKeywords`). Texts cut at the
+        model's limit are said once per call, in one `TruncatedTextsWarning`, when the stream ends or the
+        loop leaves it early (`break`, `islice`: the generator's close).
         """
         recipe = resolve(self, EmbedOptions.given(**options))
-        dropped: list[np.ndarray] = []
-        with progress_callback(total, enabled=progress) as on_batch:
-            checked = iter_checked(texts, pairs=True)
-            done = 0
-            for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
-                dropped.append(chunk.n_dropped)
-                refuse_non_finite(chunk.vectors, start=done)
-                done += len(chunk.vectors)
-                yield recipe.finish(chunk)
-        say_cut(np.concatenate(dropped) if dropped else np.zeros(0, np.int64), self.max_tokens)
+        done = cut = tokens = 0  # running sums: a long stream keeps no per-text record
+        try:
+            with progress_callback(total, enabled=progress) as on_batch:
+                checked = iter_checked(texts, pairs=True)
+                for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
+                    dropped = np.asarray(chunk.n_dropped)
+                    cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
+                    refuse_non_finite(chunk.vectors, start=done)
+                    done += len(chunk.vectors)
+                    yield recipe.finish(chunk)
+        finally:  # a loop that stops early closes the generator: the chunks it read are said too
+            say_cut(sums_as_dropped(done, cut, tokens), self.max_tokens)
 
     def embed(
         self, texts: str | Iterable[Text], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
