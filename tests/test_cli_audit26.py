@@ -68,3 +68,40 @@ def test_eval_words_refuses_a_missing_distilled_folder_before_the_model_loads(
     missing.mkdir()
     ran = run_main("eval", "words", "--dataset", "wordsim353", "--distilled", str(missing), "--no-plot")
     assert "is not a model2vec folder (no config.json)" in _one_error(ran)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _help_examples(command: str, doc: str) -> list[list[str]]:
+    """The `bertscope COMMAND ...` examples of a help text, each as the words typed."""
+    import re
+    import shlex
+
+    return [
+        shlex.split(" ".join(found.split())) for found in re.findall(rf"`(bertscope {command} [^`]*)`", doc)
+    ]
+
+
+def test_probe_help_examples_read_shipped_files_that_fit_their_flags() -> None:
+    """The last example of `probe --help` (`--punct xpos` on examples/trees.conllu, which has no XPOS)
+    failed as printed. Each example's shipped inputs exist; each structural one runs as printed (one
+    epoch: the files and flags are what is checked, not the training)."""
+    from bertscope.cli.layers import probe_command
+
+    examples = _help_examples("probe", probe_command.__doc__ or "")
+    assert len(examples) >= 7, examples
+    structural = 0
+    for words in examples:
+        args = words[1:]
+        for flag in ("-i", "--test"):
+            if flag in args:
+                shipped = ROOT / args[args.index(flag) + 1]
+                assert shipped.is_file(), f"{' '.join(words)}: {shipped} is not shipped"
+                args[args.index(flag) + 1] = str(shipped)
+        if "--task" not in args:
+            continue
+        structural += 1
+        ran = run_main(*args, "--epochs", "1")
+        assert ran.code == 0 and "error" not in ran.stderr, (words, ran.stderr)
+    assert structural == 2

@@ -194,7 +194,8 @@ def probe_command(
     --per-label`,
     `bertscope probe -i examples/pos.conllu --label-field upos --control --sweep hidden=16,256`,
     `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --task distance`,
-    `bertscope probe -i examples/trees.conllu --task depth --layers 2:5 --punct xpos --seed 1`
+    `bertscope probe -i examples/ewt/train.conllu --task depth --layers 2:5 --punct xpos --seed 1` (a treebank
+    with Penn Treebank XPOS tags, which --punct xpos reads)
     """
     from ..research.probe import probe
 
