@@ -162,7 +162,7 @@ def test_bench_reads_a_mode_as_quantize_spells_it(monkeypatch: pytest.MonkeyPatc
     asked: list[list[str]] = []
     monkeypatch.setattr(modes, "compare_modes", lambda texts, names, **kwargs: asked.append(names) or [])
     assert run_main("bench", "--modes", "int8_fused,INT8-static", "--drift", "--json").code == 0
-    assert asked == [["int8-fused", "int8-static"]]
+    assert asked == [["int8_fused", "int8_static"]]
 
 
 @pytest.mark.parametrize(

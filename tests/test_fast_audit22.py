@@ -167,7 +167,7 @@ def test_a_read_only_cache_holding_the_figures_is_read(
 
 
 def test_mode_names_read_either_spelling() -> None:
-    assert modes.mode_name("int8_static") == "int8-static"
+    assert modes.mode_name("int8-static") == "int8_static"
     assert modes.mode_options("openvino-int8_static") == {"backend": "openvino", "quantize": "int8_static"}
     with pytest.raises(bertscope.errors.InvalidSpec, match="unknown mode 'int8_nope'"):
         modes.mode_options("int8_nope")

@@ -435,7 +435,7 @@ def test_int8_vectors_depend_on_the_batch_within_bounds(
         ({"backend": "tensorrt"}, "unknown backend 'tensorrt'; choose one of: auto, torch, onnxruntime"),
         ({"quantize": "int4"}, "unknown quantize 'int4'; choose one of: none, int8"),
         ({"quantize": "int8", "backend": "torch"}, "use backend='onnxruntime' (or 'auto')"),
-        ({"dtype": "bfloat16", "backend": "onnxruntime"}, "'bfloat16' needs backend='torch'"),
+        ({"dtype": "bfloat16", "backend": "onnxruntime"}, "'bfloat16' needs backend='torch' or 'openvino'"),
         ({"dtype": "bfloat16", "quantize": "int8"}, "leave dtype out"),
     ],
 )

@@ -195,7 +195,7 @@ def test_bench_compares_a_mode_named_twice_once(
 
     monkeypatch.setattr(modes, "compare_modes", compare)
     run_main("bench", "-m", str(tiny_dirs["bert"]), "--drift", "--modes", "int8,int8_fused,int8-fused")
-    assert asked == [["int8", "int8-fused"]]
+    assert asked == [["int8", "int8_fused"]]
 
 
 def test_compare_modes_reports_a_mode_named_twice_once(tiny_dirs: dict[str, Path]) -> None:

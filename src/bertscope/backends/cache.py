@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core.folder import read_json_object
 from ..errors import BertscopeError
-from .int8_gate import _DRIFT_RECORD, INT8_MIN_COSINE, INT8_SHORT_MIN_COSINE
+from .int8_gate import DRIFT_RECORD, INT8_MIN_COSINE, INT8_SHORT_MIN_COSINE
 from .onnx import EXPORT_FORMAT, WRITE_PROBE, cache_dir, known_folders
 from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
@@ -153,7 +153,7 @@ def _refused_at(path: Path) -> float | None:
     keeps the drift gate's verdicts (int8_gate.check_own_calibration); None for a graph none refused."""
     if path.suffix not in (".onnx", ".xml"):
         return None
-    kept = read_json_object(path.with_suffix(".json")).get(_DRIFT_RECORD)
+    kept = read_json_object(path.with_suffix(".json")).get(DRIFT_RECORD)
     refused = [
         figure
         for verdict in (kept.values() if isinstance(kept, dict) else ())

@@ -33,6 +33,7 @@ from .onnx import record_export
 from .quantize import heldout_texts
 
 __all__ = [
+    "DRIFT_RECORD",
     "INT8_MIN_COSINE",
     "INT8_SHORT_MIN_COSINE",
     "SHORT_PIECES",
@@ -54,7 +55,7 @@ SHORT_PIECES = 4
 # At most this many of the caller's texts are measured, beside the held-out sentences.
 _MEASURED_OWN = 400
 # The key, in the record beside a graph, of its measured drifts (one per model settings).
-_DRIFT_RECORD = "own_calibration_drift"
+DRIFT_RECORD = "own_calibration_drift"
 
 
 def check_own_calibration(
@@ -67,7 +68,7 @@ def check_own_calibration(
     the graph) under `key` (the model's settings that pool its vectors), so a second load reads them
     instead of measuring again; `asked` names the option in the message."""
     about = read_json_object(record)
-    kept = about.get(_DRIFT_RECORD)
+    kept = about.get(DRIFT_RECORD)
     found = kept.get(key) if isinstance(kept, dict) else None
     if isinstance(found, dict) and _complete(found):
         verdict: dict[str, Any] = found
@@ -99,7 +100,7 @@ def kept_key(record: Path, prefix: str, suffix: str) -> str | None:
     last kept), or None: an install without torch reads the verdict a process with torch kept for the same
     settings, machine and runtimes, whatever torch it had (it measured against that torch's float32
     forward, as any would)."""
-    kept = read_json_object(record).get(_DRIFT_RECORD)
+    kept = read_json_object(record).get(DRIFT_RECORD)
     found = (
         [key for key in kept if key.startswith(prefix) and key.endswith(suffix)]
         if isinstance(kept, dict)
@@ -165,8 +166,8 @@ def _remember_drift(record: Path, key: str, verdict: dict[str, Any]) -> None:
     """Add `verdict` under `key` to the record beside a graph, atomically; a cache that cannot be written
     only costs a measurement next time."""
     about = read_json_object(record)
-    kept = about.get(_DRIFT_RECORD)
-    about[_DRIFT_RECORD] = {**(kept if isinstance(kept, dict) else {}), key: verdict}
+    kept = about.get(DRIFT_RECORD)
+    about[DRIFT_RECORD] = {**(kept if isinstance(kept, dict) else {}), key: verdict}
     with contextlib.suppress(OSError):
         record_export(record, about)
 

@@ -124,9 +124,11 @@ def resolve_backend(
             # not "use backend='torch'": torch refuses int8 (above)
             raise InvalidSpec(f"quantize='{mode.value}' keeps its float parts in float32; leave dtype out")
         if dtype is not torch.float32:
+            # OpenVINO runs bfloat16 too (on the CPU); float16 only torch
+            others = "backend='torch' or 'openvino'" if dtype is torch.bfloat16 else "backend='torch'"
             raise InvalidSpec(
                 "backend='onnxruntime' runs float32 (or int8 with quantize='int8'); "
-                f"dtype={str(dtype).removeprefix('torch.')!r} needs backend='torch'"
+                f"dtype={str(dtype).removeprefix('torch.')!r} needs {others}"
             )
     return chosen
 
