@@ -105,3 +105,16 @@ def test_probe_help_examples_read_shipped_files_that_fit_their_flags() -> None:
         ran = run_main(*args, "--epochs", "1")
         assert ran.code == 0 and "error" not in ran.stderr, (words, ran.stderr)
     assert structural == 2
+
+
+def test_ctrl_c_in_a_command_says_interrupted_and_exits_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a command ran (loading, printing) left no line at all, where SIGTERM says `terminated`.
+    A KeyboardInterrupt raised by the command stands in for the signal."""
+    from bertscope.cli import embed
+
+    def interrupted(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(embed, "load_model", interrupted)
+    ran = run_main("embed", "a cat")
+    assert (ran.code, ran.stdout, ran.stderr) == (130, "", "interrupted\n")

@@ -90,10 +90,12 @@ def main() -> None:
         warn(exc, label="stopped:", style="yellow")  # in the flags typed: --resume
         sys.exit(143 if terminated else 130)
     except SystemExit as exc:
-        # typer ends a command's KeyboardInterrupt, Terminated too, in exit 130 (Ctrl-C's)
+        # typer ends a command's KeyboardInterrupt, Terminated too, in exit 130 (Ctrl-C's) and says nothing
         if terminated and exc.code == 130:
             err.print("terminated")
             sys.exit(143)  # 128 + SIGTERM, as a shell reports a process the signal ended
+        if exc.code == 130:
+            err.print("interrupted")  # the line a SIGTERM's `terminated` is: a run that just stops is unclear
         raise
     except Terminated:  # before typer runs the command
         err.print("terminated")
