@@ -5,7 +5,9 @@ results compared by value, short reprs, and one-line refusals where NumPy or Pyt
 
 from __future__ import annotations
 
+import copy
 import itertools
+import pickle
 import warnings
 
 import pytest
@@ -79,3 +81,11 @@ def test_iter_embed_says_a_cut_when_the_loop_stops_early(bundled: bertscope.Mode
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert sum(len(p) for p in bundled.iter_embed(["short"] * 3)) == 3  # nothing cut: nothing said
+
+
+def test_a_model_refuses_pickle_and_deepcopy_in_one_line(bundled: bertscope.Model) -> None:
+    said = r"^a Model is not picklable: load it in each process \(bertscope\.load\(\.\.\.\)\)$"
+    for copier in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match=said):
+            copier(bundled)
+    assert len(bundled.embed(["still works"])) == 1

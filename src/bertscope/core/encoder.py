@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
-from ..errors import InvalidSpec
+from ..errors import BertscopeError, InvalidSpec
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
-    "sums_as_dropped",
+    "sums_as_dropped", "NotPicklable",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -69,6 +69,10 @@ CPU_TOKEN_BUDGET = 1024
 CPU_TOKENS_PER_THREAD = 512
 CPU_MAX_TOKEN_BUDGET = 8192
 CUDA_TOKEN_BUDGET = 65536
+
+
+class NotPicklable(BertscopeError, TypeError):
+    """A loaded model given to pickle or copy.deepcopy: a TypeError, as pickle's own refusals are."""
 
 
 def sums_as_dropped(texts: int, cut: int, tokens: int) -> np.ndarray:
@@ -200,6 +204,11 @@ class Encoder:
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
+
+    def __reduce__(self) -> Any:
+        """Refused in one line: pickle and copy.deepcopy (and copy.copy) would reach the module's hooks,
+        lambdas and locks; a process loads its own model."""
+        raise NotPicklable("a Model is not picklable: load it in each process (bertscope.load(...))")
 
     def use_torch(self) -> None:
         """Run every forward in torch again (the model's own dtype)."""
