@@ -118,3 +118,22 @@ def test_ctrl_c_in_a_command_says_interrupted_and_exits_130(monkeypatch: pytest.
     monkeypatch.setattr(embed, "load_model", interrupted)
     ran = run_main("embed", "a cat")
     assert (ran.code, ran.stdout, ran.stderr) == (130, "", "interrupted\n")
+
+
+PAIRS = "a cat\ta kitten\t1\na cat\ta car\t0\na dog\ta puppy\t1\na dog\ta truck\t0\n"
+
+
+def test_calibrate_prints_its_settings_as_embed_does_and_names_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """calibrate printed `settings: {'layers': [6], 'combine': 'mean', ...}` (a Python dict) and
+    `calibrated on -` for pairs read from stdin."""
+    import io
+    import sys
+
+    stdin = io.TextIOWrapper(io.BytesIO(PAIRS.encode()), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    ran = run_main("calibrate", "-i", "-", "-p", "mean", "-o", str(tmp_path / "threshold.json"))
+    assert ran.code == 0, ran
+    assert "calibrated on <stdin>" in ran.stdout
+    assert "settings: layers 6, pooling mean, normalize off, long truncate\n" in ran.stdout

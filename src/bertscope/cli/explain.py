@@ -38,6 +38,7 @@ from .app import (
     top_k_option,
 )
 from .embed_options import NormalizeOpt
+from .embed_printed import spec_line
 from .evaluate import line_of
 from .pictures import OverwriteOpt, picture_output
 from .research import plot_app
@@ -162,6 +163,7 @@ def calibrate(
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json`
     (`bertscope calibrate pairs.tsv`, the older form, still works)
     """
+    from ..core.text_files import shown_path
     from ..core.tokens import named_as
     from ..research.baseline import calibrate as fit_threshold
     from ..research.baseline import check_threshold_file, read_numbered_pairs
@@ -187,7 +189,8 @@ def calibrate(
     if as_json:
         emit_json(threshold.to_dict())
         return
-    table = Table("threshold", "precision", "recall", "F1", "pairs (1 / 0)", title=f"calibrated on {pairs}")
+    title = f"calibrated on {shown_path(pairs)}"  # <stdin> for -, as eval pairs names it
+    table = Table("threshold", "precision", "recall", "F1", "pairs (1 / 0)", title=title)
     table.add_row(
         f"{threshold.threshold:.4f}",
         f"{threshold.precision:.3f}",
@@ -196,7 +199,7 @@ def calibrate(
         f"{threshold.n_positives} / {threshold.n_negatives}",
     )
     out.print(table)
-    out.print(f"settings: {threshold.settings}", highlight=False)
+    out.print(f"settings: {spec_line(threshold.settings)}", highlight=False)  # as embed prints them
 
 
 @app.command()
