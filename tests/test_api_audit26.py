@@ -10,6 +10,7 @@ import itertools
 import pickle
 import warnings
 
+import numpy as np
 import pytest
 
 import bertscope
@@ -89,3 +90,36 @@ def test_a_model_refuses_pickle_and_deepcopy_in_one_line(bundled: bertscope.Mode
         with pytest.raises(TypeError, match=said):
             copier(bundled)
     assert len(bundled.embed(["still works"])) == 1
+
+
+def test_results_compare_as_one_bool_and_are_unhashable(bundled: bertscope.Model) -> None:
+    texts = ["a cat", "a dog"]
+    first, again = bundled.embed(texts), bundled.embed(texts)
+    assert (first == again) is True and (first != bundled.embed(texts, layers=2)) is True
+    assert first != first.vectors and first[:1] != first  # another type, or other rows: not equal
+    (tok,) = bundled.embed_tokens(["a cat"])
+    assert (tok == bundled.embed_tokens(["a cat"])[0]) is True and tok != bundled.embed_tokens(["a dog"])[0]
+    (words,) = bundled.embed_words(["a cat"])
+    assert (words == bundled.embed_words(["a cat"])[0]) is True
+    chunks = bundled.embed_chunks("a cat sat. a dog ran.")
+    assert (chunks == bundled.embed_chunks("a cat sat. a dog ran.")) is True
+    for result in (first, tok, words, chunks):
+        with pytest.raises(TypeError, match="unhashable"):
+            hash(result)
+
+
+def test_sentence_embeddings_refuse_a_str_index_in_their_own_line(bundled: bertscope.Model) -> None:
+    found = bundled.embed(["a", "b"])
+    for index in ("x", 1.5, ["x"], {"a": 1}):
+        with pytest.raises(
+            bertscope.InvalidInput, match=r"^SentenceEmbeddings is indexed by a row number.*; not "
+        ):
+            found[index]  # type: ignore[call-overload]
+    assert found[[1, 0]].vectors.tolist() == found.vectors[[1, 0]].tolist() and len(found[[]]) == 0
+    assert found[np.array([True, False])].vectors.shape == (1, 384)
+
+
+def test_token_embeddings_repr_names_no_pooling(bundled: bertscope.Model) -> None:
+    (tok,) = bundled.embed_tokens(["a cat"], layers="-1")
+    assert "pooling" not in repr(tok) and repr(tok).endswith("layers=(6,), combine=mean)")
+    assert tok.spec["layers"] == (6,)

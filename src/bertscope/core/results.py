@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, overload
 
 import numpy as np
@@ -77,11 +77,47 @@ class _VectorsArray:
         """The vectors as nested Python lists of floats, as `ndarray.tolist()` gives them."""
         return np.asarray(self.vectors).tolist()  # type: ignore[no-any-return]
 
+    def __eq__(self, other: object) -> bool:
+        """Whether `other` is a result of the same type with the same fields, arrays equal by
+        `np.array_equal` (NaN equals nothing): one bool, never NumPy's element-wise array."""
+        if type(other) is not type(self):  # not NotImplemented: NumPy would answer element-wise
+            return False
+        names = [f.name for f in fields(self)]  # type: ignore[arg-type]  # every result is a dataclass
+        return all(_same(getattr(self, name), getattr(other, name)) for name in names)
+
+    # Results hold arrays and lists, which change: unhashable, as a dataclass with __eq__ is.
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two field values are equal as one bool: arrays by `np.array_equal`, containers item by item."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and bool(np.array_equal(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
 
 def _zero_d(index: object) -> bool:
     """Whether `index` is a 0-d array that is no row number (a bool's, a float's): NumPy reads it as a
     mask or refuses it, neither a row."""
     return isinstance(index, np.ndarray) and index.ndim == 0
+
+
+def _row_index(index: object) -> bool:
+    """Whether `index` is of a kind that picks rows: a row number, a slice, a tuple (NumPy's own), or a
+    list, range, array or Series of row numbers or bools; not a str, a float, a dict (NumPy's IndexError)."""
+    if isinstance(index, (int, np.integer, slice, tuple)):
+        return True
+    if isinstance(index, (str, bytes)):
+        return False
+    try:
+        given = np.asarray(index)  # a list, range, array or Series of row numbers or bools
+    except (TypeError, ValueError):
+        return False
+    return given.ndim > 0 and (given.size == 0 or given.dtype.kind in "iub")
 
 
 def _index_named(index: object) -> str:
@@ -108,14 +144,15 @@ def _recipe(spec: dict[str, Any], keys: Sequence[str]) -> str:
     return "".join(f", {key}={spec[key]}" for key in keys if key in spec) + ")"
 
 
-@dataclass
+@dataclass(eq=False)  # _VectorsArray's __eq__: one bool, arrays by np.array_equal
 class SentenceEmbeddings(_VectorsArray):
     """Sentence vectors (n, d) float32 , per text the tokens read and dropped (n,), and the spec.
 
     NumPy reads it as `vectors`: `np.asarray(result)` is the (n, d) matrix, and so do pandas'
     `DataFrame(result)` and `torch.as_tensor(result)`. It reads as a list of rows too: `result[i]` is text
     i's vector (d,), iterating gives the rows in order, and a slice (or a list or mask of rows) is a
-    `SentenceEmbeddings` of those texts; `shape`, `dtype` and `tolist()` are NumPy's.
+    `SentenceEmbeddings` of those texts; `shape`, `dtype` and `tolist()` are NumPy's. Two results compare
+    with `==` as one bool (the same fields, arrays equal by `np.array_equal`); a result is unhashable.
     """
 
     vectors: np.ndarray
@@ -138,7 +175,7 @@ class SentenceEmbeddings(_VectorsArray):
         None and a bool are refused (NumPy would add an axis: vectors of the wrong shape)."""
         if isinstance(index, np.ndarray) and index.ndim == 0 and index.dtype.kind in "iu":
             index = int(index)
-        if index is None or isinstance(index, (bool, np.bool_)) or _zero_d(index):
+        if index is None or isinstance(index, (bool, np.bool_)) or _zero_d(index) or not _row_index(index):
             raise InvalidInput(
                 f"SentenceEmbeddings is indexed by a row number, a slice, a list or array of row numbers, a "
                 f"mask of {len(self)} bools, or a tuple as its (n, d) vectors are; not {_index_named(index)}"
@@ -206,7 +243,7 @@ class SentenceEmbeddings(_VectorsArray):
         }
 
 
-@dataclass
+@dataclass(eq=False)  # _VectorsArray's __eq__: one bool, arrays by np.array_equal
 class TokenEmbeddings(_VectorsArray):
     """One text's token vectors (tokens, d), pad trimmed, with tokens and character offsets; NumPy reads
     it as `vectors` (`embed_tokens` gives a list of these, one per text, of differing lengths).
@@ -214,6 +251,12 @@ class TokenEmbeddings(_VectorsArray):
     With combine="stack" and several layers the vectors are (tokens, layers, d): one per kept layer.
     For a pair (A, B), `sequence_ids` says which text each token's offsets and word id index: 0 for
     `text` (A), 1 for `pair` (B), None for a special token; None for a single text.
+
+    `spec` is the resolved request the vectors were made under (`EmbedSpec.as_dict()`): layers, combine,
+    long, stride and the prompt make them; its pooling, mask_special and normalize are the defaults a
+    sentence vector would read, which token vectors never do (the repr leaves them out). Two
+    results compare with `==` as one bool (the same fields, arrays equal by `np.array_equal`); a result
+    is unhashable.
     """
 
     text: str
@@ -243,7 +286,7 @@ class TokenEmbeddings(_VectorsArray):
             + f", text {_quoted(self.text)}"
             + (f", pair {_quoted(self.pair)}" if self.pair is not None else "")
             + (f", {self.n_dropped} dropped" if self.n_dropped else "")
-            + _recipe(self.spec, ("layers", "combine", "pooling"))
+            + _recipe(self.spec, ("layers", "combine"))  # not pooling: token vectors are not pooled
         )
 
     @classmethod
@@ -282,10 +325,11 @@ class TokenEmbeddings(_VectorsArray):
         }
 
 
-@dataclass
+@dataclass(eq=False)  # _VectorsArray's __eq__: one bool, arrays by np.array_equal
 class WordEmbeddings(_VectorsArray):
     """One text's word vectors (words, d), each word with its character span and pieces; NumPy reads it
-    as `vectors`."""
+    as `vectors`. Two results compare with `==` as one bool (the same fields, arrays equal by
+    `np.array_equal`); a result is unhashable."""
 
     text: str
     words: list[str]
@@ -327,7 +371,7 @@ def per_text(results: Sequence[TokenEmbeddings | WordEmbeddings]) -> dict[str, A
     return {"items": [r.to_dict() for r in results], "spec": plain(results[0].spec if results else {})}
 
 
-@dataclass
+@dataclass(eq=False)  # _VectorsArray's __eq__: one bool, arrays by np.array_equal
 class ChunkEmbeddings(_VectorsArray):
     """One document's chunk vectors (chunks, d), each chunk with its text and character span; NumPy reads
     it as `vectors`.
@@ -338,7 +382,8 @@ class ChunkEmbeddings(_VectorsArray):
     `n_dropped` the pieces a chunk embedded alone (late=False) lost to the model's window (always 0 for
     late chunks, which see every token), as `SentenceEmbeddings.n_dropped` counts a text's (`truncated`,
     its old name, still reads it, with a DeprecationWarning; a corpus store's column keeps the name
-    `truncated`).
+    `truncated`). Two results compare with `==` as one bool (the same fields, arrays equal by
+    `np.array_equal`); a result is unhashable.
     """
 
     text: str
