@@ -137,3 +137,24 @@ def test_calibrate_prints_its_settings_as_embed_does_and_names_stdin(
     assert ran.code == 0, ran
     assert "calibrated on <stdin>" in ran.stdout
     assert "settings: layers 6, pooling mean, normalize off, long truncate\n" in ran.stdout
+
+
+def test_a_second_model_that_is_no_folder_is_named_without_leaving_it_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cka --model-b ./finetuned` and `compare bundled ./finetuned` said "... or leave the model out to use
+    the bundled all-MiniLM-L6-v2": leaving --model-b out changes the run, and FINETUNED is required."""
+    from bertscope.cli import layers
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a model loaded before the refusal")
+
+    monkeypatch.setattr(layers, "load_model", never)
+    news, missing = str(ROOT / "examples" / "news.txt"), str(tmp_path / "finetuned")
+    fix = "give a folder holding config.json, the weights and the tokenizer, or a hub id"
+    said = _one_error(run_main("cka", "-i", news, "--model-b", missing, "--level", "sentence"))
+    assert said == f"error: no model folder at {missing} (--model-b): the path does not exist; {fix}"
+    said = _one_error(run_main("compare", "bundled", missing, "-i", news))
+    assert said == f"error: no model folder at {missing} (FINETUNED): the path does not exist; {fix}"
+    said = _one_error(run_main("compare", news, "bundled", "-i", news))
+    assert said == f"error: no model folder at {news} (BASE): it is a file, not a folder; {fix}"

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ..core.folder import check_model_argument
 from ..errors import InvalidSpec
 from .app import (
     BackendOpt,
@@ -366,6 +367,8 @@ def cka_command(
     run: dict[str, Any] = dict(
         device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
     )
+    if model_b is not None:
+        check_model_argument(model_b, "--model-b")  # before -m's load, and named: leaving it out is no fix
     a = load_model(model, **run)
     b = None if model_b is None else load_model(model_b, **run)
     result = cka(a, read_lines(input_path, text_field=text_field), b, level=level, debiased=debiased)
@@ -398,8 +401,10 @@ def _rows_of(result: Any) -> str:
 
 @app.command("compare")
 def compare_command(
-    model_a: Annotated[str, typer.Argument(help="The base model (a folder; `bundled` for the default).")],
-    model_b: Annotated[str, typer.Argument(help="Its fine-tuned child (a folder).")],
+    model_a: Annotated[
+        str, typer.Argument(metavar="BASE", help="The base model (a folder; `bundled` for the default).")
+    ],
+    model_b: Annotated[str, typer.Argument(metavar="FINETUNED", help="Its fine-tuned child (a folder).")],
     input_path: InputOpt,
     top: Annotated[int, top_k_option("How many most-moved static rows to show.", least=1)] = 20,
     # --top: --top-k's old name, still read, not shown
@@ -433,6 +438,9 @@ def compare_command(
     run: dict[str, Any] = dict(
         device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
     )
+    # both required, so the load's fix for -m (leave it out) is none; both checked before either loads
+    check_model_argument(model_a, "BASE")
+    check_model_argument(model_b, "FINETUNED")
     a = load_model(model_a, **run)
     b = load_model(model_b, **run)
     result = compare(a, b, read_lines(input_path, text_field=text_field), top=top, debiased=debiased)

@@ -61,6 +61,7 @@ __all__ = [
     "FolderView",
     "bundled_path",
     "check_env_model",
+    "check_model_argument",
     "default_device",
     "local_folder",
     "looks_like_hub_id",
@@ -121,16 +122,35 @@ def model_name(name: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
     return name
 
 
-def check_env_model(value: str) -> None:
-    """Refuse a BERTSCOPE_MODEL that names a file or a path that does not exist, naming the variable: the
-    caller named no model, so "leave the model out" is no fix. A hub id is left to the load (the hub, or
-    its cache while offline, may hold it; where neither does, the load's error names the variable too)."""
+def _no_model_path(value: str) -> str | None:
+    """Why `value`, read as a path, names no model folder (a file, a path that does not exist); None for
+    the bundled model, a folder, or a hub id (left to the load: the hub, or its cache while offline, may
+    hold it)."""
     if value == BUNDLED:
-        return
+        return None
     path = Path(value).expanduser()
     if path.is_dir() or not path.exists() and looks_like_hub_id(value):
+        return None
+    return "it is a file, not a folder" if path.exists() else "the path does not exist"
+
+
+def check_model_argument(value: str, named: str) -> None:
+    """Refuse a model given as `named` (`--model-b`, compare's `FINETUNED`) that is a file or a missing
+    path, naming it: "leave the model out" (the load's fix for -m) is no fix where the model is required,
+    or where leaving it out changes the run."""
+    if (why := _no_model_path(value)) is not None:
+        raise ModelLoadError(
+            f"no model folder at {value} ({named}): {why}; give a folder holding config.json, the weights "
+            "and the tokenizer, or a hub id"
+        )
+
+
+def check_env_model(value: str) -> None:
+    """Refuse a BERTSCOPE_MODEL that names a file or a path that does not exist, naming the variable: the
+    caller named no model, so "leave the model out" is no fix. A hub id is left to the load (where neither
+    the hub nor its cache holds it, the load's error names the variable too)."""
+    if (why := _no_model_path(value)) is None:
         return
-    why = "it is a file, not a folder" if path.exists() else "the path does not exist"
     raise ModelLoadError(
         f"no model folder at {value} (from {ENV_MODEL}): {why}; fix {ENV_MODEL} (a folder holding "
         f"config.json, the weights and the tokenizer, or a hub id), or unset it to use the bundled "
