@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import itertools
 import pickle
+import pydoc
 import warnings
 
 import numpy as np
@@ -123,3 +124,11 @@ def test_token_embeddings_repr_names_no_pooling(bundled: bertscope.Model) -> Non
     (tok,) = bundled.embed_tokens(["a cat"], layers="-1")
     assert "pooling" not in repr(tok) and repr(tok).endswith("layers=(6,), combine=mean)")
     assert tok.spec["layers"] == (6,)
+
+
+def test_prompts_read_on_the_class_is_the_descriptor(bundled: bertscope.Model) -> None:
+    from bertscope.core.prompts import PromptsOfFolder
+
+    assert isinstance(bertscope.Model.prompts, PromptsOfFolder)
+    assert "prompts" in pydoc.render_doc(bertscope.Model)  # help(bertscope.Model) reads every attribute
+    assert bundled.prompts.prompts == {}  # on a model: its folder's prompts, as before

@@ -14,7 +14,7 @@ import reprlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from ..errors import InvalidSpec, ModelLoadError
 
@@ -180,7 +180,15 @@ class PromptsOfFolder:
     default prompt stays where its name is among them). The model names its folder with
     `_settings_folder()`, the one its `similarity_fn_name` is read from too."""
 
-    def __get__(self, model: Any, owner: type | None = None) -> Prompts:
+    @overload
+    def __get__(self, model: None, owner: type | None = None) -> PromptsOfFolder: ...
+    @overload
+    def __get__(self, model: Any, owner: type | None = None) -> Prompts: ...
+    def __get__(self, model: Any, owner: type | None = None) -> Prompts | PromptsOfFolder:
+        """The model's prompts; read on the class (`bertscope.Model.prompts`, help() and doc tools do),
+        this descriptor itself, as a property is."""
+        if model is None:
+            return self
         found = model.__dict__.get("_prompts")
         if found is None:
             found = model.__dict__["_prompts"] = read_prompts(model._settings_folder())
