@@ -40,6 +40,12 @@ def test_compare_kinds_refuses_a_word_the_tokenizer_reads_as_several(
     assert str(caught.value) == f"pair 2: the second word {word!r} is not one word: {said}: name one of them"
 
 
+def test_a_word_joined_by_a_hyphen_or_an_apostrophe_is_one_word_of_pieces(bundled: bertscope.Model) -> None:
+    pairs = [("car", "bus", 6.0), ("cup", "mug", 8.0), ("ice-cream", "cake", 7.0), ("o'clock", "time", 5.0)]
+    result = compare_kinds(bundled, pairs, layers="6")
+    assert {r["n_pairs_covered"] for r in result.records} == {4}
+
+
 def test_eval_words_names_a_phrase_by_its_file_and_line(bundled_path: Path, tmp_path: Path) -> None:
     words = tmp_path / "words.tsv"
     words.write_text("car\tbus\t6\ncat dog\tdog\t7\ncup\tmug\t8\n")

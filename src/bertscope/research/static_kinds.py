@@ -13,6 +13,7 @@ instead averages [CLS], the piece and [SEP] of the last layer; the distilled kin
 from __future__ import annotations
 
 import os
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -196,11 +197,20 @@ def _spelled_words(model: Any, words: list[str], pairs: Sequence[tuple[str, str,
             raise InvalidInput(f"{_first_use(word, pairs)}: {exc}") from None
     # A phrase or a word with its punctuation was averaged over its words and counted as one word split
     # into pieces: refused, as `senses` and `contextuality` refuse a word the tokenizer reads as several.
+    # A word joined inside by a hyphen or an apostrophe (ice-cream, o'clock: datasets hold them) is one
+    # word as written, the mean of its pieces as any split word.
     split = given_words(model, words)[1]
     for word in words:
-        if (why := split.get(word.strip().lower())) is not None:
+        if _written_apart(word) and (why := split.get(word.strip().lower())) is not None:
             raise InvalidInput(f"{_first_use(word, pairs)} {word!r} is not one word: {why}")
     return found
+
+
+def _written_apart(word: str) -> bool:
+    """Whether `word` holds a space or punctuation at an edge ("cat dog", "cat,"): not one word as written."""
+    kept = word.strip()
+    edges = {unicodedata.category(kept[0])[0], unicodedata.category(kept[-1])[0]} if kept else set()
+    return any(c.isspace() for c in kept) or "P" in edges
 
 
 def _first_use(word: str, pairs: Sequence[tuple[str, str, float]]) -> str:
