@@ -203,3 +203,24 @@ def _reads(param: Any, kind: type) -> bool:
 # where the base they share is private and newer.
 for _kind in (typer.core.TyperOption, typer.core.TyperArgument):
     _kind.process_value = functools.partialmethod(_refuse_empty, process=_kind.process_value)  # type: ignore[method-assign,assignment]
+
+
+def _parse_args(self: Any, ctx: Any, args: list[str], *, parse: Callable[..., Any]) -> Any:
+    """click's parser with two usage errors made like the rest. A group below the root typed alone
+    (`bertscope index`) printed its whole help on stdout (exit 2): one line naming its commands and the
+    help instead, as click's "Missing command" (`bertscope` alone still shows the help). An option typed
+    without its value (`geometry --input`) came without the context that names `see ... --help`."""
+    usage_error = importlib.import_module(f"{CLICK}.exceptions").UsageError
+    if not args and ctx.parent is not None and hasattr(self, "list_commands") and not ctx.resilient_parsing:
+        shown = [name for name in self.list_commands(ctx) if not self.get_command(ctx, name).hidden]
+        raise usage_error(f"Missing command: give one of {', '.join(shown)}", ctx=ctx)
+    try:
+        return parse(self, ctx, args)
+    except usage_error as exc:
+        if exc.ctx is None:  # the parser's own errors (a missing value) carry none
+            exc.ctx = ctx
+        raise
+
+
+for _parser in (typer.core.TyperCommand, typer.core.TyperGroup):
+    _parser.parse_args = functools.partialmethod(_parse_args, parse=_parser.parse_args)  # type: ignore[method-assign,assignment]
