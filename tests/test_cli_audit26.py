@@ -158,3 +158,51 @@ def test_a_second_model_that_is_no_folder_is_named_without_leaving_it_out(
     assert said == f"error: no model folder at {missing} (FINETUNED): the path does not exist; {fix}"
     said = _one_error(run_main("compare", news, "bundled", "-i", news))
     assert said == f"error: no model folder at {news} (BASE): it is a file, not a folder; {fix}"
+
+
+def test_usage_errors_exit_2_in_one_line_naming_the_help(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`static` with no pieces and no -o exited 1 (after reading the rows) without the help; an option typed
+    without its value said no `see ... --help`; `index` or `eval` alone printed the whole help on stdout."""
+    from bertscope.cli import basics
+
+    def never(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the model was read before the refusal")
+
+    monkeypatch.setattr(basics, "load_model", never)
+    monkeypatch.setattr(basics.FolderView, "open", never)
+    said = _one_error(run_main("static"), code=2)
+    assert said == (
+        "error: name at least one word piece (e.g. `bertscope static bread`), or -o FILE; "
+        "see `bertscope static --help`"
+    )
+    said = _one_error(run_main("geometry", "--input"), code=2)
+    assert said == "error: Option '--input' requires an argument; see `bertscope geometry --help`"
+    said = _one_error(run_main("embed", "-l"), code=2)
+    assert said == "error: Option '-l' requires an argument; see `bertscope embed --help`"
+    for group, commands in (("index", "build, info"), ("eval", "pairs, words, docsim")):
+        ran = run_main(group)
+        said = _one_error(ran, code=2)
+        assert said == f"error: Missing command: give one of {commands}; see `bertscope {group} --help`"
+        assert ran.stdout == ""
+    alone = run_main()  # `bertscope` alone: the help is the answer, as before
+    assert alone.code == 2 and "Usage: bertscope" in alone.stdout and alone.stderr == ""
+
+
+def test_static_rows_written_print_one_json_object_and_nothing_with_quiet(tmp_path: Path) -> None:
+    """`static cat -o one.vec --json` printed a bare list (`["one.vec"]`) where `static --corpus` and
+    `distill` print an object; `-q` ("no progress and no summary") still printed `wrote one.vec (1 row)`."""
+    import json
+
+    one = tmp_path / "one.vec"
+    ran = run_main("static", "cat", "-o", str(one), "--json")
+    assert ran.code == 0, ran
+    assert json.loads(ran.stdout) == {"output": str(one), "files": [str(one)]}
+    npy = tmp_path / "sub.npy"
+    ran = run_main("static", "cat", "dog", "-o", str(npy), "--json")
+    assert json.loads(ran.stdout) == {
+        "output": str(npy),
+        "files": [str(npy), str(tmp_path / "sub.vocab.txt")],
+    }
+    ran = run_main("static", "cat", "-o", str(one), "-q", "--overwrite")
+    assert (ran.code, ran.stdout, ran.stderr) == (0, "", "")
+    assert one.read_text(encoding="utf-8").startswith("1 ")

@@ -456,6 +456,8 @@ def static(
             raise InvalidInput("--overwrite replaces an existing --output file; add -o FILE or drop it")
         if fmt is not None and output is None:  # unread without a file to write: said, not ignored
             raise InvalidInput("--format names the format of -o FILE (or --corpus's); add -o FILE or drop it")
+        if output is None and not items:  # a missing argument (exit 2), before the rows are read
+            raise missing_argument("name at least one word piece (e.g. `bertscope static bread`), or -o FILE")
     if output is not None and corpus is None and output.parent.is_dir():  # --corpus's job lock checks it
         refuse_unwritable(output, "-o")  # before the rows are read, not after
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
@@ -501,13 +503,13 @@ def static(
         named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
         written = export_static(m, output, fmt, items=named, overwrite=overwrite)
         rows = (f"{len(named)} row" + ("s" if len(named) > 1 else "")) if named else "every row"
-        emit_json([str(p) for p in written]) if as_json else err.print(
-            f"wrote {', '.join(map(str, written))} ({rows})", highlight=False
-        )
+        if as_json:  # one object, as `static --corpus` and `distill` print
+            emit_json({"output": str(output), "files": [str(p) for p in written]})
+        elif not quiet:
+            err.print(f"wrote {', '.join(map(str, written))} ({rows})", highlight=False)
         return
-    if not items:
-        raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or -o FILE")
-    keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
+    pieces = items or []  # never empty here: refused before the load
+    keys: list[Any] = [_token_id(i) if ids else i for i in pieces] if not word else list(pieces)
     records = [lookup(m, key, as_words=word, top_k=top_k, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
