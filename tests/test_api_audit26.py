@@ -132,3 +132,31 @@ def test_prompts_read_on_the_class_is_the_descriptor(bundled: bertscope.Model) -
     assert isinstance(bertscope.Model.prompts, PromptsOfFolder)
     assert "prompts" in pydoc.render_doc(bertscope.Model)  # help(bertscope.Model) reads every attribute
     assert bundled.prompts.prompts == {}  # on a model: its folder's prompts, as before
+
+
+def test_encode_refuses_every_other_precision_in_one_line(bundled: bertscope.Model) -> None:
+    for precision in ("float16", "int8", "binary"):
+        with pytest.raises(bertscope.InvalidSpec) as said:
+            bundled.encode(["a"], precision=precision)
+        assert str(said.value) == (
+            f"precision={precision!r}: encode returns float32 only (precision='float32'); quantize the "
+            "result with sentence_transformers.quantization.quantize_embeddings "
+            "(int8, uint8, binary, ubinary)"
+        )
+
+
+def test_similarity_names_texts_beside_vectors_and_an_empty_side(bundled: bertscope.Model) -> None:
+    vectors = bundled.encode(["a cat", "a dog"])
+    with pytest.raises(
+        bertscope.InvalidInput, match=r"; a is one text \(a str\) and b is vectors: give both the same kind"
+    ):
+        bundled.similarity("a cat", vectors)
+    with pytest.raises(
+        bertscope.InvalidInput, match=r"; b is list of texts and a is vectors: give both the same kind"
+    ):
+        bundled.similarity(vectors, ["a cat"])
+    with pytest.raises(
+        bertscope.InvalidInput, match=r"; a is an empty list: give one text or vector at least$"
+    ):
+        bundled.similarity([], vectors)
+    assert bundled.similarity("a cat", ["a cat"]).shape == (1, 1)  # texts on both sides still embed

@@ -306,15 +306,12 @@ def _check(
         raise InvalidSpec(
             f"output_value={output_value!r} is not supported; choose one of: {', '.join(OUTPUT_VALUES)}"
         )
-    if precision not in PRECISIONS:
-        raise InvalidSpec(
-            f"precision={precision!r} is not one of sentence-transformers' precisions: choose one of "
-            f"{', '.join(PRECISIONS)}"
-        )
+    # one line for every other precision: int8 listed as a choice, then refused, misled
     if precision != "float32":
+        quantized = ", ".join(p for p in PRECISIONS if p != "float32")
         raise InvalidSpec(
-            f"precision={precision!r}: encode returns float32; quantize the result with "
-            "sentence_transformers.quantization.quantize_embeddings"
+            f"precision={precision!r}: encode returns float32 only (precision='float32'); quantize the "
+            f"result with sentence_transformers.quantization.quantize_embeddings ({quantized})"
         )
     if device is not None and not (isinstance(device, str) or type(device).__module__ == "torch"):
         raise InvalidSpec(

@@ -19,6 +19,13 @@ __all__ = [
 ]  # fmt: skip
 
 
+# What similarity takes, as every refusal of its operands begins.
+TAKES = (
+    "similarity takes two lists of texts, or two arrays of vectors ((n, d) or (d,) floats, as encode gives: "
+    "NumPy, torch or rows of numbers)"
+)
+
+
 def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
     """(n, m) cosines of vectors already made: sentence-transformers' `similarity(embeddings, embeddings)`."""
     return cos_sim(*given_vectors(a, b, options))
@@ -33,6 +40,7 @@ def given_vectors(a: object, b: object, options: Mapping[str, object]) -> tuple[
             f"similarity of vectors already made takes no embedding options (given: {named}): leave them "
             "out, or pass the texts"
         )
+    _refuse_mixed(a, b)
     left = _vectors(a, "a")
     right = left if b is None else _vectors(b, "b")
     if left.shape[-1] != right.shape[-1]:
@@ -41,6 +49,30 @@ def given_vectors(a: object, b: object, options: Mapping[str, object]) -> tuple[
             "with one recipe"
         )
     return left, right
+
+
+def _refuse_mixed(a: object, b: object) -> None:
+    """Refuse texts beside vectors (a str is one text: not something to read as numbers) and an empty side,
+    naming both sides: the general line alone ('a is str') hid that the other side was vectors."""
+    for name, side, other in (("a", a, "b"), ("b", b, "a")):
+        if isinstance(side, (list, tuple)) and not side:
+            raise InvalidInput(
+                f"{TAKES}; {name} is an empty {type(side).__name__}: give one text or vector at least"
+            )
+        if _is_texts(side):
+            what = "one text (a str)" if isinstance(side, str) else f"{type(side).__name__} of texts"
+            raise InvalidInput(
+                f"{TAKES}; {name} is {what} and {other} is vectors: give both the same kind (embed {name} "
+                f"with encode first, or give {other}'s texts)"
+            )
+
+
+def _is_texts(given: object) -> bool:
+    """Whether `given` is one text, an array of texts, or a list whose first item is a text or a pair."""
+    if isinstance(given, str) or _holds_text(given):
+        return True
+    first = given[0] if isinstance(given, (list, tuple)) and given else None
+    return isinstance(first, str) or (isinstance(first, tuple) and bool(first) and isinstance(first[0], str))
 
 
 def is_tensor(given: object) -> bool:
@@ -117,10 +149,7 @@ def _vectors(given: object, name: str) -> np.ndarray:
         shown = f"a {given.ndim}-D {given.dtype} array"
     else:
         shown = type(given).__name__
-    raise InvalidInput(
-        "similarity takes two lists of texts, or two arrays of vectors ((n, d) or (d,) floats, as encode "
-        f"gives: NumPy, torch or rows of numbers); {name} is {shown}"
-    )
+    raise InvalidInput(f"{TAKES}; {name} is {shown}")
 
 
 def shown_value(value: object) -> str:
