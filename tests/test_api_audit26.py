@@ -160,3 +160,13 @@ def test_similarity_names_texts_beside_vectors_and_an_empty_side(bundled: bertsc
     ):
         bundled.similarity([], vectors)
     assert bundled.similarity("a cat", ["a cat"]).shape == (1, 1)  # texts on both sides still embed
+
+
+def test_embed_tokens_and_words_say_a_str_gives_a_one_item_list(bundled: bertscope.Model) -> None:
+    for method, result in (
+        (bundled.embed_tokens, "TokenEmbeddings"),
+        (bundled.embed_words, "WordEmbeddings"),
+    ):
+        first = " ".join((method.__doc__ or "").split("\n")[:2])
+        assert f"A list of {result}" in first and "a one-item list for a str" in first
+        assert len(method("a cat")) == 1  # as the docstring says

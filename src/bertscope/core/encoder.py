@@ -430,7 +430,8 @@ class Encoder:
         prompt: str | None = None,
         **options: Unpack[TokenKeywords],
     ) -> list[TokenEmbeddings]:
-        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
+        """A list of TokenEmbeddings, one per text (or pair), a one-item list for a str: tokens, offsets and
+        vectors (tokens, d) of the chosen layers, pad trimmed.
 
         `options` (`TokenKeywords`): layers, combine, long, stride, as `embed`'s; combine="stack" keeps
         each layer apart: vectors (tokens, layers, d), in the order of `layers`. The vectors are those of
@@ -481,10 +482,10 @@ class Encoder:
         prompt: str | None = None,
         **options: Unpack[TokenKeywords],
     ) -> list[WordEmbeddings]:
-        """Per text: words (from the tokenizer's word ids), char spans, and word vectors: their pieces'
-        vectors (`embed_tokens` with `options`, `prompt_name` and `prompt`, the prompt's words first) pooled
-        by `subword`. A piece of whitespace alone (a byte-level BPE's line break or second space) is no
-        word. `progress` as `embed`'s."""
+        """A list of WordEmbeddings, one per text, a one-item list for a str: words (from the tokenizer's
+        word ids), char spans, and word vectors: their pieces' vectors (`embed_tokens` with `options`,
+        `prompt_name` and `prompt`, the prompt's words first) pooled by `subword`. A piece of whitespace
+        alone (a byte-level BPE's line break or second space) is no word. `progress` as `embed`'s."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         items = check_texts(texts)  # words index into one text: pairs are not taken here
         spec = self._unpooled_spec(options, "word vectors", prompt_name, prompt)
