@@ -206,3 +206,27 @@ def test_static_rows_written_print_one_json_object_and_nothing_with_quiet(tmp_pa
     ran = run_main("static", "cat", "-o", str(one), "-q", "--overwrite")
     assert (ran.code, ran.stdout, ran.stderr) == (0, "", "")
     assert one.read_text(encoding="utf-8").startswith("1 ")
+
+
+def test_a_log_says_the_last_step_once(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`geometry --layers -1` in a log wrote `TwoNN: 1/1 (100%), 14 s elapsed` and then `TwoNN: 1/1 (100%),
+    done in 14 s`: the step that ends the work is said by the last line alone. (The clock is stepped by
+    hand, as tests/test_progress.py steps it.)"""
+    from bertscope.core import progress
+
+    readings = iter([0.0, 14.0, 14.0, 0.0, 12.0, 25.0, 25.0])
+    monkeypatch.setattr(progress, "_clock", lambda: next(readings))
+    one = progress.LogLines("TwoNN", 1)
+    one.advance()
+    one.close()
+    assert capfd.readouterr().err.splitlines() == ["TwoNN: 1/1 (100%), done in 14 s"]
+    two = progress.LogLines("TwoNN", 2)
+    two.advance()
+    two.advance()
+    two.close()
+    assert capfd.readouterr().err.splitlines() == [
+        "TwoNN: 1/2 (50%), 12 s elapsed, about 12 s left",
+        "TwoNN: 2/2 (100%), done in 25 s",
+    ]

@@ -61,19 +61,24 @@ class LogLines:
         self.what, self.total, self.unit, self.every = what, total, unit, every
         self.done = 0
         self.start = self.last = _clock()
-        self.written = False
+        self.written = False  # a line written, or due from the last step: the work was long enough
 
     def advance(self, n: int = 1, note: Note | None = None) -> None:
         """`n` more steps done; a line if `every` seconds passed since the last one (with `note(done,
-        elapsed)` after the count)."""
+        elapsed)` after the count), but for the last step, whose line is the last one's (`close`)."""
         self.done += n
         now = _clock()
         if now - self.last >= self.every:
             self.last = now
+            if self.total and self.done >= self.total:
+                self.written = (
+                    True  # `1/1 (100%), 14 s elapsed` then `1/1 (100%), done in 14 s`: one is enough
+                )
+                return
             self._write(now, note)
 
     def close(self, note: Note | None = None) -> None:
-        """The last line (`done in ...`), only where a line was written before."""
+        """The last line (`done in ...`), only where a line was written (or due) before."""
         if self.written:
             self._write(_clock(), note, final=True)
 
