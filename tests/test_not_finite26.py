@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -44,7 +45,7 @@ def overflowing(monkeypatch: pytest.MonkeyPatch) -> None:
         for at, (tok, matrix) in enumerate(tokens(self, *args, **kwargs)):
             if at == 1:
                 matrix = matrix.copy()
-                matrix[0, 0] = np.nan
+                matrix[:, 0] = np.nan  # every token: a chunk (specials left out) reads it too
             yield tok, matrix
 
     monkeypatch.setattr(Engine, "sentences", poisoned_sentences)
@@ -112,13 +113,52 @@ class _Overflowing:
 
     engine = _Engine()
 
-    def vectors_as_they_come(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], **options: Any) -> Any:
         rows = np.eye(len(texts), 4, dtype=np.float32)
         if self.engine.runner is not None:
             rows[1] = np.nan
-        return rows
+        return SimpleNamespace(vectors=rows)
 
 
 def test_a_nan_reads_as_the_worst_drift_not_as_a_pass() -> None:
     low, text = fitted_drift(_Overflowing(), object(), TEXTS)
     assert low == -1.0 and text == TEXTS[1]
+
+
+def test_verify_reads_them_as_its_finding_not_an_error(
+    tiny_models: dict[str, bertscope.Model], overflowing: None
+) -> None:
+    found = tiny_models["bert"].verify()
+    assert not found.ok
+    assert any("not finite" in problem for problem in found.problems), found.problems
+
+
+def test_every_other_path_that_hands_vectors_back_refuses_them(
+    tiny_models: dict[str, bertscope.Model], tiny_dirs: dict[str, Path], overflowing: None
+) -> None:
+    model = tiny_models["bert"]
+    docs = ["A cat sat. It was happy.", "A dog ran. It was fast.", "The sun rose. It was warm."]
+    for late in (True, False):
+        with pytest.raises(NonFiniteVectors, match=r"not finite"):
+            model.embed_chunks(docs, late=late)
+    ran = run_main("embed", *docs, "--chunks", "sentence", "-m", str(tiny_dirs["bert"]))
+    assert ran.code == 1 and "not finite" in ran.stderr and "nan" not in ran.stdout, ran
+
+
+def test_the_services_token_route_answers_500_in_its_own_words(
+    tiny_models: dict[str, bertscope.Model], overflowing: None
+) -> None:
+    with serving(tiny_models["bert"]) as url, httpx.Client(base_url=url, timeout=60) as client:
+        answer = client.post("/embed_tokens", json={"inputs": TEXTS})
+    assert answer.status_code == 500, answer.text
+    assert "not finite" in answer.json()["detail"] and "bug" not in answer.json()["detail"]
+
+
+def test_a_modes_measurement_still_says_the_texts_it_cut(tiny_models: dict[str, bertscope.Model]) -> None:
+    """bench says a cut text from the warning its embedder lets through (a first fix read the vectors
+    unchecked by a way that said nothing)."""
+    from bertscope.backends import modes
+    from bertscope.errors import TruncatedTextsWarning
+
+    with pytest.warns(TruncatedTextsWarning, match="ran past the model's"):
+        modes._embedder(tiny_models["bert"], {})(["word " * 300, "short"])

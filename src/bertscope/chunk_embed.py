@@ -32,6 +32,7 @@ from .core.chunk_pooling import (
 from .core.chunking import ChunkBy, Span, check_late, iter_chunk_spans, refuse_unread_sizes
 from .core.encoder import Encoder
 from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
+from .core.finite import refuse_non_finite
 from .core.pooling import POOLINGS
 from .core.post import PostProcessor
 from .core.progress import progress_callback
@@ -349,6 +350,7 @@ class ChunkPlan:
                 on_batch=on_batch,
             )
             results = list(chunked)
+        refuse_non_finite([r.vectors for r in results])  # by document: the library's and the service's
         if self.post is not None:
             # As the chunk store and `embed` do: every chunk vector post-processed, the processor recorded.
             for result in results:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core.cut_said import WINDOW_KEEPS
+from .core.finite import refuse_non_finite
 from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
 from .core.renamed import top_k_given
@@ -149,6 +150,7 @@ def explain(
         left = model.embed_with([a], recipe)
     with texts_named("b"):  # alone, it was refused as "text 0"
         right = model.embed_with([b], recipe)
+    refuse_non_finite([left.vectors[0], right.vectors[0]])  # text 0 is a, text 1 is b
     dropped = np.concatenate([left.n_dropped, right.n_dropped])
     split = spec.pooling in exact_poolings() or max(spec.layers) == 0
     # The attention view refuses long='window' (it is within one window): it is no fix to offer there.

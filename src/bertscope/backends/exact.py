@@ -26,6 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from ..core.cpu import cpu_threads, machine_key
+from ..core.finite import non_finite_read
 from ..core.loading import TORCH_INSTALL, TORCH_PIN
 from ..core.model_info import ExactChoice
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
@@ -371,5 +372,6 @@ def _timed_rows(model: Any) -> int:
 
 
 def _all_hidden(model: Any, texts: list[str]) -> np.ndarray:
-    rows = model.embed_tokens(texts, layers="all", combine="concat")
+    with non_finite_read():  # a runtime's NaN is its max_abs (nan: never within the bound), not an error
+        rows = model.embed_tokens(texts, layers="all", combine="concat")
     return np.concatenate([r.vectors for r in rows])

@@ -36,6 +36,7 @@ from filelock import FileLock
 from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
+from ..core.finite import non_finite_read
 from ..core.loading import TORCH_INSTALL, device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
 from . import modes
@@ -552,7 +553,8 @@ def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarra
 
     def embed(texts: list[str]) -> np.ndarray:
         model.engine.runner = runner
-        return np.asarray(model.vectors_as_they_come(texts))
+        with non_finite_read():  # a runtime's NaN is its drift (cos nan: never within a bound)
+            return np.asarray(model.embed(texts, progress=False).vectors)
 
     return embed
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.finite import non_finite_read
 from ..core.folder import read_json_object
 from ..core.similarity import unit
 from ..errors import InvalidSpec
@@ -146,14 +147,14 @@ def fitted_drift(encoder: Any, runner: Any, texts: Sequence[str]) -> tuple[float
     """(min cosine, the text it fell on) of `encoder`'s sentence vectors (its own pooling and layer) run
     on `runner` against its torch float32 forward, as mode="fast" measures: `runner` stays on."""
     texts = list(texts)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), non_finite_read():
         warnings.simplefilter("ignore")  # a long calibration text cut at the model's limit is measured cut
         try:
             encoder.engine.runner = None
-            reference = np.asarray(encoder.vectors_as_they_come(texts), dtype=np.float64)
+            reference = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
         finally:
             encoder.engine.runner = runner
-        fitted = np.asarray(encoder.vectors_as_they_come(texts), dtype=np.float64)
+        fitted = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
         cos = (unit(reference, dtype=np.float64) * unit(fitted, dtype=np.float64)).sum(axis=1)
     # a vector that is not finite (an overflowed int8 graph) is as far from float32's as a cosine goes: it
     # fails the bound, where a NaN would pass every comparison with it

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core.fingerprint_facts import file_hashes
+from ..core.finite import refuse_non_finite
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.spec import SPEC_KEYS, EmbedOptions, reloadable, resolve
@@ -123,6 +124,7 @@ def embed_query(
     options = replace(options, prompt_name=prompt_name, prompt=prompt)
     with named_as(_the_query):
         found = m.embed_with([query], resolve(m, options))
+    refuse_non_finite(found.vectors)  # a NaN query would rank every row nan, in store order
     say_cut(
         found.n_dropped,
         m.max_tokens,

@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
 from ..core._enums import Combine, SubwordPooling
+from ..core.finite import refuse_non_finite
 from ..core.given import QUOTED, quoted_text
 from ..core.pooling import word_embeddings
 from ..core.results import plain
@@ -93,6 +94,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
 
         def work() -> tuple[list[Any], list[Any] | None]:
             found = svc.model.embed_fitted_tokens(tokens, spec)
+            refuse_non_finite([t.vectors for t in found])  # answered 500 in the service's words
             return found, [word_embeddings(t, how) for t in found] if req.with_words else None
 
         found, words = await svc.on_worker(work, n_tokens=count)
