@@ -230,3 +230,32 @@ def test_a_log_says_the_last_step_once(
         "TwoNN: 1/2 (50%), 12 s elapsed, about 12 s left",
         "TwoNN: 2/2 (100%), done in 25 s",
     ]
+
+
+def test_info_text_has_the_default_prompt_and_says_what_the_speed_ratio_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`info` lacked the default_prompt_name `info --json` has, and printed `exact chosen=onnxruntime
+    float32, vs_float32=5.603` without saying 5.603 is a speed against torch float32."""
+    from bertscope.backends import recorded
+
+    measured = {
+        "chosen": "onnxruntime float32",
+        "vs_float32": 5.603,
+        "max_abs": 5.36e-06,
+        "measured": "m.json",
+    }
+    read = recorded.folder_info
+    monkeypatch.setattr(
+        recorded,
+        "folder_info",
+        lambda view: {**(read(view) or recorded.unchosen_info(view)), "exact": measured},
+    )
+    rows = {
+        line.split()[0]: " ".join(line.split()[1:])
+        for line in run_main("info").stdout.splitlines()
+        if line.strip()
+    }
+    assert rows["default_prompt_name"] == "-"
+    assert rows["exact"].startswith("chosen=onnxruntime float32, vs_float32=5.60x torch float32, max_abs=")
+    assert run_main("info", "--json").stdout.count('"vs_float32": 5.603') == 1  # the JSON keeps the number

@@ -98,6 +98,10 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         for name, text in details["prompts"].items()
     ]
     details["prompts"] = shown
+    details = _beside(details, "prompts", default_prompt_name=prompts.default_name)  # as --json has it
+    for way in ("exact", "fast"):  # the ratio said as what it is, as `fast mode: ... 2.10x torch float32`
+        if isinstance(chosen := details.get(way), dict) and isinstance(chosen.get("vs_float32"), float):
+            details[way] = {**chosen, "vs_float32": f"{chosen['vs_float32']:.2f}x torch float32"}
     from .embed_printed import plain_value
 
     table = Table(show_header=False, box=None)
