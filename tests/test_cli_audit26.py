@@ -249,7 +249,7 @@ def test_info_text_has_the_default_prompt_and_says_what_the_speed_ratio_is(
     monkeypatch.setattr(
         recorded,
         "folder_info",
-        lambda view: {**(read(view) or recorded.unchosen_info(view)), "exact": measured},
+        lambda view: {**(read(view) or recorded.unchosen_info(view) or {}), "exact": measured},
     )
     rows = {
         line.split()[0]: " ".join(line.split()[1:])
