@@ -15,14 +15,23 @@ A name in a text file is escaped (`escape_name`, undone by `unescape_name`) so t
 and each cell one column, and each row keeps a name of its own: a piece holding a newline ("new\nline", an
 added token) would otherwise split its line and shift every row after it. Parquet keeps names as they are.
 
+Every file is written under a temporary name beside its target and renamed into place only when every
+block is in (`_Staged`): an export that fails or is interrupted leaves no file that looks complete, and
+the files it would have replaced as they were. An .npy's space is reserved before its rows go in, so a
+full disk is an OSError (ENOSPC), not a bus error in the middle of the map.
+
 A new format is an `ExportFormat` member and an entry in `EXPORTS`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +77,53 @@ class Rows:
     blocks: Iterable[Block]
 
 
-Writer = Callable[[Path, Rows], list[Path]]
+@dataclass
+class _Staged:
+    """Temporary files beside their targets, renamed onto them together once every one is written."""
+
+    pairs: list[tuple[Path, Path]] = field(default_factory=list)  # (temporary, target)
+
+    def __call__(self, target: Path) -> Path:
+        """A new temporary file beside `target` (hidden, so no listing takes it for the export)."""
+        while True:  # os.open rather than mkstemp: the file gets the umask's mode, as open() gives it
+            temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
+            try:
+                os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                break
+            except FileExistsError:
+                continue
+        self.pairs.append((temporary, target))
+        return temporary
+
+    def commit(self) -> None:
+        """Rename every temporary file onto its target (a folder at a target is refused first, by name)."""
+        for _, target in self.pairs:
+            if target.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+        for temporary, target in self.pairs:
+            os.replace(temporary, target)
+        self.pairs.clear()
+
+    def discard(self) -> None:
+        """Remove the temporary files still there."""
+        for temporary, _ in self.pairs:
+            temporary.unlink(missing_ok=True)
+        self.pairs.clear()
+
+
+@contextlib.contextmanager
+def _staged() -> Iterator[_Staged]:
+    staged = _Staged()
+    try:
+        yield staged
+        staged.commit()
+    finally:  # an exception, a KeyboardInterrupt, or a rename that failed: no half file stays
+        staged.discard()
+
+
+# A writer writes the files of `path` under the temporary names `stage(target)` gives, and returns the
+# targets: they are renamed into place when it returns.
+Writer = Callable[[Path, Rows, Callable[[Path], Path]], list[Path]]
 
 
 @dataclass(frozen=True)
@@ -128,23 +183,15 @@ def unescape_name(text: str) -> str:
     return "".join(out)
 
 
-def _side_lines(rows: Rows, columns: dict[str, Sequence[Any]]) -> str:
-    cells = [[escape_name(str(v)) for v in columns[name]] for name in rows.kind.side]
+def _side_lines(rows: Rows, columns: dict[str, Sequence[Any]], *, spaces: bool = False) -> str:
+    cells = [[escape_name(str(v), spaces=spaces) for v in columns[name]] for name in rows.kind.side]
     return "".join("\t".join(row) + "\n" for row in zip(*cells, strict=True))
 
 
-def _side_file(path: Path, rows: Rows, blocks: Iterable[dict[str, Sequence[Any]]], *, header: bool) -> None:
-    with path.open("w", encoding="utf-8", newline="\n") as out:
-        if header:
-            out.write("\t".join(rows.kind.side) + "\n")
-        for columns in blocks:
-            out.write(_side_lines(rows, columns))
-
-
-def _word2vec(path: Path, rows: Rows) -> list[Path]:
+def _word2vec(path: Path, rows: Rows, stage: Callable[[Path], Path]) -> list[Path]:
     name = rows.kind.side[0]
     kept: list[dict[str, Sequence[Any]]] = []
-    with path.open("w", encoding="utf-8", newline="\n") as out:
+    with stage(path).open("w", encoding="utf-8", newline="\n") as out:
         out.write(f"{rows.count} {rows.dim}\n")
         for columns, block in rows.blocks:
             text = io.StringIO()
@@ -157,19 +204,40 @@ def _word2vec(path: Path, rows: Rows) -> list[Path]:
     if len(rows.kind.side) == 1:
         return [path]
     counts = side_path(path, ".counts.tsv")
-    _side_file(counts, rows, kept, header=False)
+    # gensim reads this file (fvocab) split at whitespace too: its names are escaped as the .vec's are
+    with stage(counts).open("w", encoding="utf-8", newline="\n") as out:
+        for columns in kept:
+            out.write(_side_lines(rows, columns, spaces=True))
     return [path, counts]
 
 
-def _npy(path: Path, rows: Rows) -> list[Path]:
+def _reserve(path: Path, target: Path) -> None:
+    """Allocate every byte of `path` (a map over a sparse file on a full disk dies of SIGBUS at its first
+    write past the free space); a disk without room raises OSError (ENOSPC) naming `target`."""
+    if not hasattr(os, "posix_fallocate"):  # macOS, Windows: no reservation; writes fail as they fail
+        return
+    handle = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(handle, 0, os.fstat(handle).st_size)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):  # a file system that cannot
+            return
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    finally:
+        os.close(handle)
+
+
+def _npy(path: Path, rows: Rows, stage: Callable[[Path], Path]) -> list[Path]:
     # np.save adds .npy to any other name; say the name it really writes.
     path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
     vocab = path.with_suffix(".vocab.txt" if len(rows.kind.side) == 1 else ".vocab.tsv")
     # each block goes straight into the file's own array, its names into the side file: the matrix is
     # never held twice (a whole vocabulary's blocks kept, then concatenated, held it twice)
-    matrix = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows.count, rows.dim))
+    matrix_file = stage(path)
+    matrix = np.lib.format.open_memmap(matrix_file, mode="w+", dtype=np.float32, shape=(rows.count, rows.dim))
+    _reserve(matrix_file, path)
     start = 0
-    with vocab.open("w", encoding="utf-8", newline="\n") as names:
+    with stage(vocab).open("w", encoding="utf-8", newline="\n") as names:
         for columns, block in rows.blocks:
             block = np.asarray(block, dtype=np.float32)
             matrix[start : start + len(block)] = block
@@ -180,14 +248,14 @@ def _npy(path: Path, rows: Rows) -> list[Path]:
     return [path, vocab]
 
 
-def _parquet(path: Path, rows: Rows) -> list[Path]:
+def _parquet(path: Path, rows: Rows, stage: Callable[[Path], Path]) -> list[Path]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     types = {int: pa.int64(), str: pa.string()}
     fields = [(name, types[kind]) for name, kind in rows.kind.columns]
     schema = pa.schema([*fields, ("vector", pa.list_(pa.float32(), rows.dim))])
-    with pq.ParquetWriter(path, schema) as writer:
+    with pq.ParquetWriter(stage(path), schema) as writer:
         for columns, block in rows.blocks:
             flat = np.asarray(block, dtype=np.float32).reshape(-1)
             vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat), rows.dim)
@@ -196,9 +264,12 @@ def _parquet(path: Path, rows: Rows) -> list[Path]:
     return [path]
 
 
-def _projector(path: Path, rows: Rows) -> list[Path]:
+def _projector(path: Path, rows: Rows, stage: Callable[[Path], Path]) -> list[Path]:
     vectors_path, meta_path = side_path(path, ".vectors.tsv"), side_path(path, ".metadata.tsv")
-    with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8", newline="\n") as meta_out:
+    with (
+        stage(vectors_path).open("w") as vec_out,
+        stage(meta_path).open("w", encoding="utf-8", newline="\n") as meta_out,
+    ):
         if len(rows.kind.side) > 1:  # the projector reads a header only where there are several columns
             meta_out.write("\t".join(rows.kind.side) + "\n")
         for columns, block in rows.blocks:
@@ -273,7 +344,8 @@ def write_rows(path: str | Path, fmt: ExportFormat | str | None, rows: Rows) -> 
     chosen = export_format(path, fmt)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
-    return EXPORTS[chosen].write(path, rows)
+    with _staged() as stage:
+        return EXPORTS[chosen].write(path, rows, stage)
 
 
 _WORDS = RowKind(columns=(("word", str), ("count", int)), side=("word", "count"))
