@@ -1,9 +1,9 @@
 """Audit 26a of static exports and distillation: a name holding a newline, a tab or a space keeps its own
 row and its own, distinct name in every text export (escaped the one reversible way); the library's
 exports refuse an existing file without overwrite=True, as the command line does; distill saves float32
-rows on asking (--dtype), loads on torch without timing the exact default's runtimes, and says a
-phrase's static vector in words that read right in Python and on `vocab add`; the npy writer lets each
-block go once written."""
+rows on asking (--precision, read as every precision is), loads on torch without timing the exact
+default's runtimes, and says a phrase's static vector in words that read right in Python and on `vocab
+add`; the npy writer lets each block go once written."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def test_a_float32_folder_keeps_the_rows_as_computed(
     from bertscope.research.distill import distill
 
     model = tiny_models["bert"]
-    kept = distill(model, tmp_path / "f32", dim=None, sif=None, dtype="float32", progress=False)
+    kept = distill(model, tmp_path / "f32", dim=None, sif=None, precision="Float32", progress=False)
     halved = distill(model, tmp_path / "f16", dim=None, sif=None, progress=False)
     assert '"embedding_dtype": "float32"' in (kept / "config.json").read_text()
     assert '"embedding_dtype": "float16"' in (halved / "config.json").read_text()
@@ -190,13 +190,31 @@ def test_a_float32_folder_keeps_the_rows_as_computed(
         assert np.allclose(rows, expected, rtol=0, atol=1e-5) is close, np.abs(rows - expected).max()
 
 
-def test_distill_refuses_another_dtype_before_loading(tmp_path: Path) -> None:
+def test_distill_refuses_another_precision_before_loading(tmp_path: Path) -> None:
     from bertscope.research.distill import distill
 
-    with pytest.raises(InvalidInput, match=r"dtype='int8': .* give dtype='float16' or dtype='float32'"):
+    allowed = r"give precision='float16' or precision='float32'"
+    with pytest.raises(InvalidInput, match=rf"precision='int8': .* {allowed}"):
+        distill("no-such-model", tmp_path / "o", precision="int8")
+    ran = run_main("distill", "-m", "no-such-model", "-o", str(tmp_path / "o"), "--precision", "int8")
+    assert ran.code != 0 and "--precision int8: " in ran.stderr and "--precision float32" in ran.stderr
+
+
+def test_distills_dtype_is_precisions_deprecated_name(tmp_path: Path) -> None:
+    """It named a storage precision with the compute dtype's name (load(dtype=), --dtype)."""
+    from bertscope.research.distill import distill
+
+    with (
+        pytest.warns(DeprecationWarning, match=r"distill\(dtype=\.\.\.\) is deprecated; use precision="),
+        pytest.raises(InvalidInput, match=r"precision='int8'"),
+    ):
         distill("no-such-model", tmp_path / "o", dtype="int8")
+    with pytest.raises(InvalidInput, match=r"dtype= is the old name of precision=; give precision= only"):
+        distill("no-such-model", tmp_path / "o", precision="float32", dtype="float32")
     ran = run_main("distill", "-m", "no-such-model", "-o", str(tmp_path / "o"), "--dtype", "int8")
-    assert ran.code != 0 and "--dtype int8: " in ran.stderr and "--dtype float32" in ran.stderr
+    lines = ran.stderr.strip().splitlines()
+    assert ran.code == 1 and "distill --dtype is deprecated; use --precision" in lines[0]
+    assert "--precision int8: " in lines[1]
 
 
 # 4. distill loads on torch: the exact default's runtime timing would go unused ----------------------
@@ -216,7 +234,7 @@ def test_distill_on_the_command_line_times_no_runtime(
     ran = run_main("distill", "-m", str(tiny_dirs["bert"]), "-o", str(out), "--dim", "4")
     assert ran.code == 0, ran.stderr
     assert '"embedding_dtype": "float16"' in (out / "config.json").read_text()  # model2vec's default
-    again = ("--dim", "4", "--dtype", "float32", "--overwrite")
+    again = ("--dim", "4", "--precision", "FLOAT32", "--overwrite")
     ran = run_main("distill", "-m", str(tiny_dirs["bert"]), "-o", str(out), *again)
     assert ran.code == 0, ran.stderr
     assert '"embedding_dtype": "float32"' in (out / "config.json").read_text()

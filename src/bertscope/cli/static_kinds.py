@@ -9,6 +9,7 @@ import typer
 
 from ..errors import InvalidInput
 from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, old_spelling
+from .typer_setup import warn
 
 
 def aggregate_to_file(
@@ -128,14 +129,16 @@ def distill(
     ] = None,
     # --vocab: --vocabulary's old name (model2vec's and the library's is vocabulary), still read, not shown
     old_vocab: Annotated[Path | None, typer.Option("--vocab", hidden=True)] = None,
-    dtype: Annotated[
+    precision: Annotated[
         str,
         typer.Option(
-            "--dtype",
-            help="The saved rows' type: float16 (half the size) or float32 (the rows as computed; "
+            "--precision",
+            help="The saved rows' precision: float16 (half the size) or float32 (the rows as computed; "
             "model2vec's quantize_to).",
         ),
     ] = "float16",
+    # --dtype: --precision's first name (a storage precision; --dtype is the compute dtype elsewhere)
+    old_dtype: Annotated[str | None, typer.Option("--dtype", hidden=True)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
@@ -145,18 +148,27 @@ def distill(
 
     Examples: `bertscope distill -o ./static-minilm`,
     `bertscope distill -o ./s128 --dim 128 --vocabulary words.txt`,
-    `bertscope distill -o ./s32 --dtype float32` (the rows as computed, not float16)
+    `bertscope distill -o ./s32 --precision float32` (the rows as computed, not float16)
     """
     from ..core.folder import model_name
     from ..core.loading import is_model2vec
-    from ..research.distill import check_dim, check_dtype, check_output, distillable_width, read_vocabulary
+    from ..research.distill import (
+        check_dim,
+        check_output,
+        check_precision,
+        distillable_width,
+        read_vocabulary,
+    )
     from ..research.distill import distill as run_distill
 
     vocabulary = old_spelling(vocabulary, old_vocab, name="--vocabulary", old="--vocab")
     words = read_vocabulary(vocabulary) if vocabulary is not None else None
     check_output(output, overwrite=overwrite)  # before the model loads: a wrong -o costs nothing
     check_dim(dim or None, option="--dim", keep_all="0")
-    check_dtype(dtype, option="--dtype")
+    precision = old_spelling(precision, old_dtype, name="--precision", old="--dtype", default="float16")
+    if old_dtype is not None:
+        warn("distill --dtype is deprecated; use --precision (the saved rows' precision)")
+    saved = check_precision(precision, option="--precision")
     # on torch: the distillation runs the PyTorch module itself, so the exact default's choice of runtime
     # (an ONNX export and each runtime timed, half a minute on the bundled model) would go unused; a static
     # folder loads as it is, for distillable_width's own refusal (it takes no --backend)
@@ -164,7 +176,7 @@ def distill(
     m = load_model(model, device="cpu", backend="auto" if static else "torch")
     # a static model refused first (the library's line), then a --dim wider than the model, said as --dim
     check_dim(dim or None, width=distillable_width(m), option="--dim", keep_all="0")
-    folder = run_distill(m, output, dim=dim or None, vocabulary=words, dtype=dtype, overwrite=overwrite)
+    folder = run_distill(m, output, dim=dim or None, vocabulary=words, precision=saved, overwrite=overwrite)
     summary = {"output": str(folder), "files": sorted(p.name for p in folder.iterdir())}
     if as_json:
         emit_json(summary)

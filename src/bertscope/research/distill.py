@@ -25,14 +25,16 @@ from typing import Any
 
 import numpy as np
 
+from ..core._enums import Precision
 from ..core.progress import step_progress
+from ..core.renamed import renamed_keyword
 from ..core.text_files import read_utf8
 from ..errors import BackendUnavailable, InvalidInput, caller_level
 from .states import layered
 
 __all__ = [
-    "DISTILLED_DTYPES", "DISTILLED_FILES", "SOURCE_DIGEST", "check_dim", "check_dtype", "check_output",
-    "check_sif", "check_vocabulary", "distill", "distillable_width",
+    "DISTILLED_FILES", "DISTILLED_PRECISIONS", "SOURCE_DIGEST", "check_dim", "check_output",
+    "check_precision", "check_sif", "check_vocabulary", "distill", "distillable_width",
     "load_static", "portable_name", "read_vocabulary",
 ]  # fmt: skip
 
@@ -42,9 +44,10 @@ DISTILLED_FILES = frozenset(
     {"README.md", "config.json", "model.safetensors", "modules.json", "tokenizer.json"}
 )
 
-# The dtypes a distilled folder's rows are saved in (model2vec's `quantize_to`; float16 its default and
-# bertscope's): float32 keeps the rows as computed, float16 halves the folder and moves a row by ~1e-4.
-DISTILLED_DTYPES = ("float16", "float32")
+# The precisions a distilled folder's rows are saved in (model2vec's `quantize_to`; float16 its default
+# and bertscope's): float32 keeps the rows as computed, float16 halves the folder and moves a row by ~1e-4.
+# A storage precision, as embed_corpus(precision=) names it: dtype= is the compute dtype elsewhere.
+DISTILLED_PRECISIONS = (Precision.FLOAT16, Precision.FLOAT32)
 
 _INSTALL = "distillation needs model2vec: pip install 'bertscope[distill]' (model2vec and skeletoken)"
 
@@ -75,23 +78,29 @@ def distill(
     dim: int | None = 256,
     vocabulary: Sequence[str] | None = None,
     sif: float | None = 1e-4,
-    dtype: str = "float16",
+    precision: Precision | str | None = None,
     overwrite: bool = False,
     progress: bool | None = None,
+    dtype: str | None = None,
 ) -> Path:
     """Distil a model2vec static model from `model` (a loaded Model, a name or folder, None: the bundled
     default) into the folder `output`; returns the folder.
 
     `dim` is the PCA width (None keeps the model's width), `vocabulary` extra whole words (default:
-    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights), `dtype`
-    the saved rows' type ("float16", model2vec's default, or "float32", the rows as computed: model2vec's
-    `quantize_to`); `progress` False shows none (None: a bar on a terminal, lines in a log).
+    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights),
+    `precision` the saved rows' ("float16", model2vec's default, or "float32", the rows as computed:
+    model2vec's `quantize_to`; `dtype=` its deprecated name); `progress` False shows none (None: a bar on
+    a terminal, lines in a log).
     """
+    said = renamed_keyword(
+        precision, dtype, name="precision", old="dtype", caller="distill",
+        meaning="the saved rows' precision (dtype= is the compute dtype elsewhere)",
+    )  # fmt: skip
+    saved = check_precision(Precision.FLOAT16 if said is None else said)
     folder = Path(output)
     check_output(folder, overwrite=overwrite)
     check_dim(dim)
     check_sif(sif)
-    check_dtype(dtype)
     words = None if vocabulary is None else check_vocabulary(vocabulary)
     _, distill_from_model = _model2vec()
     if model is None or isinstance(model, (str, Path)):
@@ -109,7 +118,7 @@ def distill(
             device=str(model.device),
             pca_dims=dim,
             sif_coefficient=sif,
-            quantize_to=dtype,
+            quantize_to=saved.value,
         )
     pieces, width = static.embedding.shape
     if dim is not None and width != dim:
@@ -155,15 +164,18 @@ def check_dim(dim: object, *, width: int | None = None, option: str = "dim", kee
         )
 
 
-def check_dtype(dtype: object, *, option: str = "dtype") -> None:
-    """Refuse a saved rows' dtype other than float16 and float32, before the model loads, named as the
-    caller spells the option (`dtype` or `--dtype`)."""
-    if dtype not in DISTILLED_DTYPES:
-        allowed = " or ".join(_said(option, d) for d in DISTILLED_DTYPES)
+def check_precision(precision: object, *, option: str = "precision") -> Precision:
+    """The saved rows' precision read as every precision is (`Precision.parse`: FLOAT32 and float32 alike),
+    float16 or float32; any other refused before the model loads, named as the caller spells the option
+    (`precision` or `--precision`)."""
+    try:
+        return Precision.parse(precision, what="precision")  # type: ignore[arg-type]
+    except ValueError:
+        allowed = " or ".join(_said(option, p.value) for p in DISTILLED_PRECISIONS)
         raise InvalidInput(
-            f"{_said(option, dtype)}: a distilled folder's rows are saved as float16 (the default, half the "
-            f"size) or float32 (the rows as computed); give {allowed}"
-        )
+            f"{_said(option, precision)}: a distilled folder's rows are saved as float16 (the default, half "
+            f"the size) or float32 (the rows as computed); give {allowed}"
+        ) from None
 
 
 def check_sif(sif: object) -> None:
