@@ -78,7 +78,7 @@ def test_threads_up_to_the_cpus_passes_the_check() -> None:
     ("args", "says"),
     [
         (("embed", "a cat", "--threads", "0"), "Invalid value for '--threads'"),
-        (("tokens",), "Missing argument"),
+        (("tokens",), "no texts given"),
         (("no-such-command",), "No such command 'no-such-command'"),
         (("attention", "a cat", "--layers", "5"), "No such option: --layers (did you mean --layer?)"),
         (("embed", "a cat", "--pooling"), "'--pooling' requires an argument"),

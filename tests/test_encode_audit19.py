@@ -190,10 +190,11 @@ def test_encode_refusals_name_the_choices_and_the_library_arguments(bundled: ber
     from bertscope.errors import InvalidSpec
 
     with pytest.raises(
-        InvalidSpec, match=r"^precision=.bogus. is not one of .*: choose one of float32, int8,"
+        InvalidSpec,
+        match=r"^precision=.bogus.: encode returns float32 only \(precision='float32'\); quantize",
     ):
         bundled.encode(TEXTS, precision="bogus")
-    with pytest.raises(InvalidSpec, match=r"^precision='int8': encode returns float32; quantize"):
+    with pytest.raises(InvalidSpec, match=r"^precision='int8': encode returns float32 only .*; quantize"):
         bundled.encode(TEXTS, precision="int8")
     for call in (bundled.encode, bundled.encode_query, bundled.encode_document):
         with pytest.raises(InvalidSpec, match=r"^unknown prompt name 'nope'") as refused:

@@ -58,8 +58,8 @@ def test_the_library_refuses_them_naming_the_text_and_the_dtype(
 ) -> None:
     model = tiny_models["bert"]
     said = (
-        r"^the vectors of 1 of 3 text\(s\) are not finite \(NaN or infinity; text 1, counting from 0\), "
-        r".*dtype='float32'"
+        r"^the vectors of 1 of (the first )?3 text\(s\) are not finite "
+        r"\(NaN or infinity; text 1, counting from 0\), .*dtype='float32'"
     )
     calls = {
         "embed": lambda: model.embed(TEXTS),
@@ -162,3 +162,10 @@ def test_a_modes_measurement_still_says_the_texts_it_cut(tiny_models: dict[str, 
 
     with pytest.warns(TruncatedTextsWarning, match="ran past the model's"):
         modes._embedder(tiny_models["bert"], {})(["word " * 300, "short"])
+
+
+def test_a_stream_names_its_texts_of_those_read_so_far(
+    tiny_models: dict[str, bertscope.Model], overflowing: None
+) -> None:
+    with pytest.raises(NonFiniteVectors, match=r"^the vectors of 1 of the first 3 text\(s\) .*text 1,"):
+        list(tiny_models["bert"].iter_embed(TEXTS))

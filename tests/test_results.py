@@ -106,7 +106,11 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     assert_same(words["spec"], served["spec"])
     tokenized = ask(client, "/v2/tokenize", {"inputs": TEXTS})
     assert tokenized.pop("max_tokens") == 256
-    assert_same(cli_json("tokens", *TEXTS), tokenized)
+    # the command line numbers its texts (`id`: a file's line, or 1, 2, ... for arguments), as embed's token
+    # JSON does; the service's items are its inputs in order
+    printed = cli_json("tokens", *TEXTS)
+    assert [item.pop("id") for item in printed["items"]] == [str(n) for n in range(1, len(TEXTS) + 1)]
+    assert_same(printed, tokenized)
     assert_same(
         cli_json("static", "bread", "cake", "-k", "3"),
         _score_named(ask(client, "/static", {"inputs": ["bread", "cake"], "k": 3})),

@@ -49,7 +49,7 @@ def test_each_result_repr_is_short_and_says_count_shape_dtype_and_recipe() -> No
         assert len(said) < 250 and "e-0" not in said and "array(" not in said, said
         assert "layers=(6,)" in said
     assert repr(sentence()).endswith("pooling=mean, normalize=True)")
-    assert "(120 chars), 1 dropped, layers=(6,), combine=mean, pooling=mean)" in repr(token)
+    assert "(120 chars), 1 dropped, layers=(6,), combine=mean)" in repr(token)
     assert repr(word).endswith("combine=mean, subword=mean)")
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         JobInterrupted,
         ModelLoadError,
         NonFiniteVectors,
+        NotPicklable,
         TruncatedTextsWarning,
         UnknownOption,
         UnknownToken,
@@ -90,6 +91,7 @@ _LAZY = {
     "CorpusError": ".errors",
     "InputTooLong": ".errors",
     "NonFiniteVectors": ".errors",
+    "NotPicklable": ".errors",
     "InvalidInput": ".errors",
     "InvalidSpec": ".errors",
     "ModelLoadError": ".errors",
@@ -207,6 +209,7 @@ __all__ = [
     "UnknownToken",
     "InputTooLong",
     "NonFiniteVectors",
+    "NotPicklable",
     "CorpusError",
 ]
 

@@ -9,6 +9,7 @@ BertscopeError
 │   ├── UnknownToken          a token or id that is not in the vocabulary
 │   └── InputTooLong          a text longer than the model allows, with long="error"
 ├── NonFiniteVectors          vectors that came out holding NaN or infinity (a float16 overflow)
+├── NotPicklable              a loaded model given to pickle or copy (load it in each process)
 ├── CorpusError               a corpus file that cannot be read, or a malformed line in it
 └── JobInterrupted            a corpus job stopped on Ctrl-C, every batch before the stop saved
 """
@@ -28,6 +29,7 @@ __all__ = [
     "UnknownToken",
     "InputTooLong",
     "NonFiniteVectors",
+    "NotPicklable",
     "CorpusError",
     "JobInterrupted",
     "Terminated",
@@ -81,6 +83,10 @@ class NonFiniteVectors(BertscopeError, FloatingPointError):
     def __init__(self, message: str, *, bad: tuple[int, ...] = (), n_texts: int = 0) -> None:
         super().__init__(message)
         self.bad, self.n_texts = bad, n_texts
+
+
+class NotPicklable(BertscopeError, TypeError):
+    """A loaded model given to pickle or copy.deepcopy: a TypeError, as pickle's own refusals are."""
 
 
 class CorpusError(BertscopeError):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
-from ..errors import BertscopeError, InvalidSpec
+from ..errors import InvalidSpec, NotPicklable
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
-    "sums_as_dropped", "NotPicklable",
+    "sums_as_dropped",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -69,10 +69,6 @@ CPU_TOKEN_BUDGET = 1024
 CPU_TOKENS_PER_THREAD = 512
 CPU_MAX_TOKEN_BUDGET = 8192
 CUDA_TOKEN_BUDGET = 65536
-
-
-class NotPicklable(BertscopeError, TypeError):
-    """A loaded model given to pickle or copy.deepcopy: a TypeError, as pickle's own refusals are."""
 
 
 def sums_as_dropped(texts: int, cut: int, tokens: int) -> np.ndarray:
@@ -357,7 +353,7 @@ class Encoder:
                 for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
                     dropped = np.asarray(chunk.n_dropped)
                     cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
-                    refuse_non_finite(chunk.vectors, start=done)
+                    refuse_non_finite(chunk.vectors, start=done, so_far=True)
                     done += len(chunk.vectors)
                     yield recipe.finish(chunk)
         finally:  # a loop that stops early closes the generator: the chunks it read are said too
@@ -382,11 +378,6 @@ class Encoder:
         refuse_non_finite(found.vectors)
         say_cut(found.n_dropped, self.max_tokens)
         return found
-
-    def vectors_as_they_come(self, texts: Sequence[str], **options: Unpack[RecipeKeywords]) -> np.ndarray:
-        """`embed`'s vectors with nothing said and nothing refused: a measurement of drift (a mode against
-        float32) reads vectors that are not finite as its own failure, where `embed` refuses them."""
-        return self.embed_with(texts, resolve(self, EmbedOptions.given(**options)), progress=False).vectors
 
     def embed_with(
         self, texts: str | Iterable[Text], recipe: Recipe, *, progress: bool | None = None

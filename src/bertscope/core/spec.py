@@ -214,8 +214,10 @@ _NAMED_ELSEWHERE = {
     "size": "embed_chunks and a corpus job call it chunk_size",
     "overlap": "embed_chunks and a corpus job call it chunk_overlap",
     # sentence-transformers' and transformers' names, as users bring them from `model.encode(...)`
-    "show_progress_bar": "bertscope calls it progress (progress=True)",
-    "normalize_embeddings": "bertscope calls it normalize",
+    "show_progress_bar": "bertscope calls it progress, given per call (progress=True)",
+    "normalize_embeddings": (
+        "bertscope calls it normalize, given per call (encode takes normalize_embeddings)"
+    ),
     "truncate_dim": _FULL_WIDTH,
     "batch_size": (
         "embed batches by padded tokens, not texts (the vectors are the same either way): set "
