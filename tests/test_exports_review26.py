@@ -1,12 +1,15 @@
 """Review 26 (r3) of the static exports: an export that fails or is interrupted leaves no file that looks
 complete (each file is written beside its target and renamed in once every block is in; an .npy's space
 is reserved first, so a full disk is one ENOSPC line, never a bus error), and the word2vec counts file
-escapes names as the .vec does, so gensim reads the two together."""
+escapes names as the .vec does, so gensim reads the two together. And of the cache fixes beside them:
+`cache --clear` counts every unfinished folder it removed before one it could not, and a folder another
+clear removed meanwhile is no error."""
 
 from __future__ import annotations
 
 import errno
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,8 @@ import numpy as np
 import pytest
 
 import bertscope
+from bertscope.backends.cache import cached_files
+from bertscope.backends.onnx import EXPORT_FORMAT
 from bertscope.core.exports import EXPORTS, Block, ExportFormat, RowKind, Rows, write_rows, write_vectors
 from console import run_main
 
@@ -97,3 +102,60 @@ def test_the_counts_file_escapes_names_as_the_vec_does(tmp_path: Path) -> None:
     assert [(k, loaded.get_vecattr(k, "count")) for k in loaded.index_to_key] == [
         ("plain", 4), ("two\\u0020words", 3), ("a\\u00a0b", 2), ("tab\\there", 1),
     ]  # fmt: skip
+
+
+# cache --clear ---------------------------------------------------------------------------------------
+
+
+def _unfinished(cache: Path, *names: str) -> list[Path]:
+    """An export (with its record) and unfinished export folders `names` in the cache's onnx folder."""
+    onnx = cache / "onnx"
+    onnx.mkdir(parents=True)
+    export = onnx / f"bert-0e8e6750365ca43ab91d-float32-v{EXPORT_FORMAT}.onnx"
+    export.write_bytes(b"\0" * 1000)
+    export.with_suffix(".json").write_text("{}")
+    folders = [onnx / name for name in names]
+    for folder in folders:
+        folder.mkdir()
+        (folder / "float32.onnx").write_bytes(b"\0" * 10)
+    return folders
+
+
+def test_clear_counts_the_unfinished_folders_removed_before_one_it_could_not(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "1 cached file removed before it" where .export-a had gone too."""
+    first, second = _unfinished(cache, ".export-a", ".export-b")
+    real = shutil.rmtree
+
+    def refused(path: Path, *, ignore_errors: bool = False) -> None:
+        if Path(path) == second:
+            raise PermissionError(errno.EACCES, "Permission denied", str(Path(path) / "float32.onnx"))
+        real(path)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    cleared = run_main("cache", "--clear")
+    assert cleared.code == 1, cleared
+    assert cleared.stderr.strip() == (
+        f"error: cannot clear the cache: {second} is read-only (Permission denied); 2 cached files removed "
+        "before it"
+    )
+    assert not first.exists() and [f.path for f in cached_files()] == [second]
+
+
+def test_clear_takes_a_folder_another_clear_removed_as_gone(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two clears at once: the other's rmtree got there first, and ENOENT escaped as a bare OSError."""
+    (folder,) = _unfinished(cache, ".export-a")
+    real = shutil.rmtree
+
+    def raced(path: Path, *, ignore_errors: bool = False) -> None:
+        real(path)  # the other clear
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(Path(path) / "float32.onnx"))
+
+    monkeypatch.setattr(shutil, "rmtree", raced)
+    cleared = run_main("cache", "--clear")
+    assert cleared.code == 0, cleared
+    assert cleared.stderr.splitlines() == ["removed 2 cached files (1.0 kB)"]
+    assert not folder.exists() and cached_files() == []

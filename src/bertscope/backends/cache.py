@@ -267,7 +267,8 @@ def clear_cache(digest: str | None = None) -> list[CachedFile]:
                 part.unlink(missing_ok=True)
             removed.append(cached)
         for folder in sorted(folders):
-            removed += _sweep(folder, [f for f in wanted if f.path.parent == folder])
+            # into `removed` as each goes: a later folder's error keeps the count of those already gone
+            _sweep(folder, [f for f in wanted if f.path.parent == folder], removed)
     except OSError as exc:
         if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
@@ -290,9 +291,9 @@ def _check_writable(folders: set[Path]) -> None:
             raise OSError(code, os.strerror(code), str(folder))
 
 
-def _sweep(folder: Path, wanted: list[CachedFile]) -> list[CachedFile]:
-    """Remove, when every lock file in `folder` is free, the unfinished exports among `wanted`; the
-    unfinished removed. Lock files stay (empty files): one removed while a process waits on it would let
+def _sweep(folder: Path, wanted: list[CachedFile], removed: list[CachedFile]) -> None:
+    """Remove, when every lock file in `folder` is free, the unfinished exports among `wanted`, each added
+    to `removed` as it goes. Lock files stay (empty files): one removed while a process waits on it would let
     that process and a newcomer, which makes the file again, both hold "the" lock (with a filelock that
     does not look again at a lock file that went away; the dependency's floor is 3.12).
 
@@ -313,7 +314,6 @@ def _sweep(folder: Path, wanted: list[CachedFile]) -> list[CachedFile]:
             except Timeout:
                 continue  # a process is writing: its lock file stays
         unfinished = [f for f in wanted if f.kind in (UNFINISHED_FOLDER, UNFINISHED_FILE)]
-        removed = []
         every_free = len(taken) == len(locks) and set(folder.glob("*.lock")) <= taken
         now = time.time()
         for cached in unfinished:
@@ -324,17 +324,24 @@ def _sweep(folder: Path, wanted: list[CachedFile]) -> list[CachedFile]:
             else:
                 continue
             removed.append(cached)
-    return removed
 
 
 def _remove_folder(path: Path) -> None:
     """Remove an unfinished export's folder; a link of that name is unlinked, never followed (rmtree
     refuses one). An OSError is raised, not ignored: what stays is not counted removed, and the read-only
-    case is said by clear_cache."""
+    case is said by clear_cache. A folder another clear removed meanwhile (FileNotFoundError, on it or on
+    a file in it) is gone, as asked: no error."""
     if path.is_symlink():
         path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path)
+        return
+    for _ in range(3):  # the other clear may still be removing it: go on until it is gone
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            if not os.path.lexists(path):
+                return
+    shutil.rmtree(path)
 
 
 def _mtime(path: Path) -> float:
