@@ -24,7 +24,7 @@ from .app import (
     top_k_option,
     warn,
 )
-from .embed_printed import say_job_cut, short_text
+from .embed_printed import check_text_source, say_job_cut, short_text
 from .typer_setup import missing_argument
 
 if TYPE_CHECKING:
@@ -72,12 +72,7 @@ def run_job(
     """Run a corpus job for `bertscope embed -o FILE` (and `--index`) and print its one-line summary."""
     from ..io.job import embed_corpus
 
-    if items and input_path:
-        raise InvalidInput("give texts as arguments or with -i/--input, not both")
-    if not items and not input_path:
-        raise missing_argument(
-            "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
-        )
+    check_text_source(items, input_path)
     summary = embed_corpus(
         items if items else str(input_path), output, model=model, options=options,
         progress=False if quiet else None, **asdict(job),

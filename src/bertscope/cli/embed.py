@@ -65,6 +65,7 @@ from .embed_options import (
 from .embed_printed import CUT_FIX as CUT_FIX
 from .embed_printed import (
     check_argument_texts,
+    check_text_source,
     note_own_pooling,
     per_piece,
     print_sentences,
@@ -76,7 +77,6 @@ from .embed_printed import (
 from .embed_printed import plain_value as plain_value
 from .similarity import checked_threshold as checked_threshold
 from .similarity import similarity
-from .typer_setup import missing_argument
 
 if TYPE_CHECKING:
     from .corpus import CorpusJob
@@ -354,12 +354,7 @@ def _refuse_job_unloaded(
     from ..core.writable import cannot_create
     from ..io.formats import Format, open_sink, rules_of
 
-    if texts and input_path:  # run_job's words
-        raise InvalidInput("give texts as arguments or with -i/--input, not both")
-    if not texts and not input_path:
-        raise missing_argument(
-            "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
-        )
+    check_text_source(texts, input_path)  # run_job's check
     rules = rules_of(output)
     if (
         rules is None

@@ -97,20 +97,27 @@ def check_argument_texts(
     )
 
 
+def check_text_source(texts: list[str] | None, input_path: str | None) -> None:
+    """Refuse texts given both as arguments and with -i, or not at all: the one rule of every command
+    reading texts (printed, a corpus job, its check before the model loads)."""
+    if texts and input_path:
+        raise InvalidInput("give texts as arguments or with -i/--input, not both")
+    if not texts and not input_path:
+        raise missing_argument(
+            "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
+        )
+
+
 def read_inputs(
     texts: list[str] | None, input_path: str | None, *, text_field: str = "text", id_field: str | None = None
 ) -> tuple[list[str], list[str]]:
     """The texts to print vectors of and their ids, as a corpus job reads and numbers them: arguments
     1, 2, ...; -i FILE's records by 1-based line (or data row) number, or their `id_field`. Empty lines
     (records) are skipped, and said on stderr; a file with no text at all is named."""
-    if texts and input_path:
-        raise InvalidInput("give texts as arguments or with -i/--input, not both")
+    check_text_source(texts, input_path)
     if input_path is None:
-        if not texts:
-            raise missing_argument(
-                "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
-            )
-        return list(texts), [str(number) for number in range(1, len(texts) + 1)]
+        given = list(texts or [])
+        return given, [str(number) for number in range(1, len(given) + 1)]
     from ..io.readers import Rejects, read_corpus
 
     rejects = Rejects()
