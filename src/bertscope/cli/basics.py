@@ -20,10 +20,12 @@ from .app import (
     DeviceOpt,
     DtypeOpt,
     EngineOpt,
+    IdFieldOpt,
     JsonOpt,
     ModelOpt,
     PairOpt,
     QuantizeOpt,
+    TextFieldOpt,
     ThreadsOpt,
     app,
     cuts_said_here,
@@ -150,6 +152,8 @@ def tokens(
     ] = False,
     pair: PairOpt = None,
     long: TokensLongOpt = "truncate",
+    text_field: TextFieldOpt = "text",
+    id_field: IdFieldOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -157,19 +161,20 @@ def tokens(
 
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
     `bertscope tokens -i texts.txt --json` (a text a line, each with its line number as `id`; `-i -` reads
-    stdin), `bertscope tokens "How are you?" --pair "Fine."`,
+    stdin), `bertscope tokens -i t.jsonl --text-field sentence --id-field key`, `bertscope tokens "How are you?" --pair "Fine."`,
     `bertscope tokens "$(cat long.txt)" --long window` (every token, as embed's --long window reads them)
     """
     from .embed_printed import check_argument_texts
 
     check_argument_texts(texts, command="tokens", reads_input=True)
-    batches = _given_batches(texts, input_path)  # a file checked now, read as its texts are printed
+    # a file checked now (its fields too), read as its texts are printed
+    batches = _given_batches(texts, input_path, text_field=text_field, id_field=id_field)
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
     cut: list[int] = []  # tokens dropped: the cut texts as they come, then a 0 for each kept whole
     shown = _tokenized(m, batches, pair, long, from_file=input_path is not None, cut=cut)
     if pad:
-        _print_padded(m, [tok for tok, _ in shown], as_json=as_json)
+        _print_padded(m, list(shown), as_json=as_json, from_file=input_path is not None)
     elif as_json:  # one document, written text by text: a long file is never held whole
         _write_json_items({**tok.to_dict(), "id": id_} for tok, id_ in shown)
     else:
@@ -178,24 +183,31 @@ def tokens(
     say_cut(cut, m.max_tokens, TOKENS_FIX)
 
 
-def _given_batches(texts: list[str] | None, input_path: str | None) -> Iterator[tuple[list[str], list[str]]]:
+def _given_batches(
+    texts: list[str] | None, input_path: str | None, *, text_field: str = "text", id_field: str | None = None
+) -> Iterator[tuple[list[str], list[str]]]:
     """The texts and their ids, `BATCH` at a time, read and numbered as embed prints them (`read_inputs`):
-    arguments 1, 2, ...; -i FILE's records by line (or data row), empty lines skipped and said on stderr.
-    The file is checked here and read lazily, so a run holds a batch of it, never the whole."""
+    arguments 1, 2, ...; -i FILE's records by line (or data row), or their `id_field`, the text read from
+    their `text_field`; empty lines skipped and said on stderr. The file is checked here and read lazily,
+    so a run holds a batch of it, never the whole."""
+    from ..io.readers import Rejects, read_corpus, refuse_fields_without_records
     from .embed_printed import read_inputs
 
+    # a field named for texts with none (arguments, stdin, a .txt) would be ignored in silence
+    refuse_fields_without_records(
+        texts if input_path is None else input_path, text_field=text_field, id_field=id_field
+    )
     if input_path is None or texts:
         given, ids = read_inputs(texts, input_path)  # the arguments; texts and -i both: refused there
         return ((given[at : at + BATCH], ids[at : at + BATCH]) for at in range(0, len(given), BATCH))
-    from ..io.readers import Rejects, read_corpus
-
     rejects = Rejects()
-    records = read_corpus(input_path, rejects=rejects)  # a missing or unreadable file: refused now
-    return _records_batched(records, input_path, rejects)
+    # a missing or unreadable file: refused now
+    records = read_corpus(input_path, text_field=text_field, id_field=id_field, rejects=rejects)
+    return _records_batched(records, input_path, text_field, rejects)
 
 
 def _records_batched(
-    records: Iterator[Any], input_path: str, rejects: Any
+    records: Iterator[Any], input_path: str, text_field: str, rejects: Any
 ) -> Iterator[tuple[list[str], list[str]]]:
     """-i FILE's texts and ids, `BATCH` at a time; a file with no text is refused, and the empty lines
     skipped are said at its end, in `read_inputs`' words."""
@@ -212,7 +224,7 @@ def _records_batched(
     if texts:
         yield texts, ids
     if not read:
-        raise no_text(input_path, "text", rejects)
+        raise no_text(input_path, text_field, rejects)
     if rejects.empty:
         lines = input_path == "-" or input_path.lower().endswith(".txt")
         unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
@@ -277,18 +289,21 @@ def _write_json_items(items: Iterator[dict[str, Any]]) -> None:
         pipe_closed()
 
 
-def _print_padded(m: Any, toks: list[Any], *, as_json: bool) -> None:
-    """The padded batch with its attention mask and token type ids: a table per text, or JSON."""
+def _print_padded(m: Any, shown: list[tuple[Any, str]], *, as_json: bool, from_file: bool) -> None:
+    """The padded batch with its attention mask and token type ids: a table per text, or JSON with each
+    text's id in `ids` (as the unpadded --json's `id`); an -i record's table is titled with its id."""
     from ..core.tokens import pad_batch
 
+    toks = [tok for tok, _ in shown]
     ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
     types, _ = pad_batch([t.token_type_ids for t in toks], 0)
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
     if as_json:
-        emit_json({**batch, "pad_id": m.pad_id})
+        emit_json({**batch, "pad_id": m.pad_id, "ids": [id_ for _, id_ in shown]})
         return
-    for row, tok in enumerate(toks):
-        table = Table(title=f"text {row}: {_titled(tok.text, tok.pair)}")
+    for row, (tok, id_) in enumerate(shown):
+        # a file's record by its own id (its line), as the unpadded tables name it
+        table = Table(title=f"{id_ if from_file else f'text {row}'}: {_titled(tok.text, tok.pair)}")
         table.add_column("")
         for col in range(ids.shape[1]):
             table.add_column(str(col), justify="right")
