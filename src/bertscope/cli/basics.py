@@ -161,7 +161,8 @@ def tokens(
 
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
     `bertscope tokens -i texts.txt --json` (a text a line, each with its line number as `id`; `-i -` reads
-    stdin), `bertscope tokens -i t.jsonl --text-field sentence --id-field key`, `bertscope tokens "How are you?" --pair "Fine."`,
+    stdin), `bertscope tokens -i t.jsonl --text-field sentence --id-field key`,
+    `bertscope tokens "How are you?" --pair "Fine."`,
     `bertscope tokens "$(cat long.txt)" --long window` (every token, as embed's --long window reads them)
     """
     from .embed_printed import check_argument_texts
