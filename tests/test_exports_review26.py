@@ -3,7 +3,8 @@ complete (each file is written beside its target and renamed in once every block
 is reserved first, so a full disk is one ENOSPC line, never a bus error), and the word2vec counts file
 escapes names as the .vec does, so gensim reads the two together. And of the cache fixes beside them:
 `cache --clear` counts every unfinished folder it removed before one it could not, and a folder another
-clear removed meanwhile is no error."""
+clear removed meanwhile is no error; `cache bundled` lists the bundled model where a ./bundled folder is
+here too (a note names the folder), and only --clear is refused there."""
 
 from __future__ import annotations
 
@@ -159,3 +160,26 @@ def test_clear_takes_a_folder_another_clear_removed_as_gone(
     assert cleared.code == 0, cleared
     assert cleared.stderr.splitlines() == ["removed 2 cached files (1.0 kB)"]
     assert not folder.exists() and cached_files() == []
+
+
+@pytest.mark.parametrize("word", ["bundled", "default"])
+def test_cache_bundled_lists_the_bundled_model_beside_a_folder_of_that_name(
+    word: str, cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-m bundled` acts on the bundled model everywhere; cache refused it even to list."""
+    from bertscope.backends.digest import content_digest
+    from bertscope.core.folder import bundled_path
+
+    here = tmp_path / "here"
+    (here / word).mkdir(parents=True)
+    (here / word / "config.json").write_text('{"model_type": "bert"}')
+    monkeypatch.chdir(here)
+    listed = run_main("cache", word)
+    assert listed.code == 0, listed
+    assert listed.stderr.strip().splitlines() == [
+        f"note: `{word}` names the bundled model, listed here; ./{word} here is a model folder too: give "
+        f"`./{word}` for its files",
+        f"no cached files of {word} (content {content_digest(bundled_path())}) in {cache}",
+    ]
+    cleared = run_main("cache", "--clear", word)
+    assert cleared.code == 1 and f"./{word} here is a model folder too" in cleared.stderr

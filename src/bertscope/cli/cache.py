@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ..errors import InvalidInput
 from .app import JsonOpt, app, emit_json, err, out
+from .typer_setup import warn
 
 if TYPE_CHECKING:
     from ..backends.cache import CachedFile, CachedModel
@@ -59,7 +60,7 @@ def cache(
             "--clear removes every model's files without it" if clear else f"{model}'s files are all listed"
         )
         raise InvalidInput(f"--all lists every model; {what}: drop --all")
-    digest = None if model is None else _digest(model)
+    digest = None if model is None else _digest(model, clear=clear)
     if clear:
         removed = clear_cache(digest)
         if as_json:
@@ -122,8 +123,9 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what}{'' if n == 1 else 's'}"
 
 
-def _digest(model: str) -> str:
-    """The content digest of the model `model` names: a folder, or `bundled`."""
+def _digest(model: str, *, clear: bool = False) -> str:
+    """The content digest of the model `model` names: a folder, or `bundled` (with `clear`, refused where a
+    folder of that name is here too: which files go is not for cache to guess)."""
     from ..backends.digest import content_digest
     from ..core.folder import BUNDLED, bundled_path, looks_like_hub_id
 
@@ -132,7 +134,10 @@ def _digest(model: str) -> str:
     fix = "give the model's folder, `bundled` for the bundled model, or no MODEL for every model's files"
     path = Path(model).expanduser()
     if model in (BUNDLED, "default"):  # "default": this argument's first name for the bundled model
-        _refuse_both(model)
+        if clear:
+            _refuse_both(model)
+        else:
+            _note_both(model)
         folder = bundled_path()
     elif path.is_dir():
         folder = path
@@ -148,9 +153,20 @@ def _digest(model: str) -> str:
     return content_digest(folder)
 
 
+def _note_both(word: str) -> None:
+    """Say, where a model folder named `word` is here too, that `word` lists the bundled model (as `-m
+    bundled` names it wherever a model is named) and how to name the folder."""
+    if (Path(word) / "config.json").is_file():
+        warn(
+            f"`{word}` names the bundled model, listed here; ./{word} here is a model folder too: give "
+            f"`./{word}` for its files",
+            label="note:",
+        )
+
+
 def _refuse_both(word: str) -> None:
-    """Refuse `word` (`bundled`, `default`) where a model folder of that name is here too: which model's
-    files it means, and so which --clear removes, is not for cache to guess."""
+    """Refuse `word` (`bundled`, `default`) with --clear where a model folder of that name is here too:
+    which model's files --clear removes is not for cache to guess (a listing only says so)."""
     if not (Path(word) / "config.json").is_file():
         return
     other = "default" if word == "bundled" else "bundled"
