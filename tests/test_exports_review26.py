@@ -4,7 +4,8 @@ is reserved first, so a full disk is one ENOSPC line, never a bus error), and th
 escapes names as the .vec does, so gensim reads the two together. And of the cache fixes beside them:
 `cache --clear` counts every unfinished folder it removed before one it could not, and a folder another
 clear removed meanwhile is no error; `cache bundled` lists the bundled model where a ./bundled folder is
-here too (a note names the folder), and only --clear is refused there."""
+here too (a note names the folder), and only --clear is refused there; a static model's refusal spells
+decontextualized."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ import bertscope
 from bertscope.backends.cache import cached_files
 from bertscope.backends.onnx import EXPORT_FORMAT
 from bertscope.core.exports import EXPORTS, Block, ExportFormat, RowKind, Rows, write_rows, write_vectors
+from bertscope.errors import InvalidSpec
 from console import run_main
 
 _PIECES = RowKind(columns=(("token", str),), side=("token",))
@@ -183,3 +186,10 @@ def test_cache_bundled_lists_the_bundled_model_beside_a_folder_of_that_name(
     ]
     cleared = run_main("cache", "--clear", word)
     assert cleared.code == 1 and f"./{word} here is a model folder too" in cleared.stderr
+
+
+def test_a_static_models_refusal_spells_decontextualized(static_m2v: Any) -> None:
+    """It said 'decontextualised vectors' where the project spells decontextualized."""
+    with pytest.raises(InvalidSpec, match="decontextualized vectors need a transformer") as refused:
+        static_m2v.static_decontextualized(["bread"])
+    assert "decontextualised" not in str(refused.value)

@@ -502,7 +502,7 @@ class StaticModel(SentenceTransformersAttributes):
         explain = _refused("explain (token-pair contributions)")
         baseline = _refused("a baseline of random pairs")
         static_from_corpus = _refused("contextual vectors aggregated over a corpus", plural=True)
-        static_decontextualized = _refused("decontextualised vectors", plural=True)
+        static_decontextualized = _refused("decontextualized vectors", plural=True)
         token_vectors = _refused("token vectors", plural=True)
         structural_probe = _refused("structural probes", plural=True)
         batch = _refused("a padded batch for a forward (batch)")
