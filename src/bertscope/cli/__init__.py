@@ -94,8 +94,10 @@ def main() -> None:
         if terminated and exc.code == 130:
             err.print("terminated")
             sys.exit(143)  # 128 + SIGTERM, as a shell reports a process the signal ended
-        if exc.code == 130:
-            err.print("interrupted")  # the line a SIGTERM's `terminated` is: a run that just stops is unclear
+        # the line a SIGTERM's `terminated` is: a run that just stops is unclear; serve and explore end in
+        # uvicorn's own shutdown lines
+        if exc.code == 130 and _command(args) not in SERVING:
+            err.print("interrupted")
         raise
     except Terminated:  # before typer runs the command
         err.print("terminated")
@@ -160,10 +162,15 @@ def main() -> None:
 def _handle_sigterm(args: list[str], handler: Any) -> Any:
     """Install `handler` for SIGTERM and return the handler it replaced; None (nothing installed) off the
     main thread, where signals cannot be handled, and for `serve` and `explore`, whose uvicorn handles it."""
-    command = next((a for a in args if not a.startswith("-")), None)
+    command = _command(args)
     if command in SERVING or threading.current_thread() is not threading.main_thread():
         return None
     return signal.signal(signal.SIGTERM, handler)
+
+
+def _command(args: list[str]) -> str | None:
+    """The command typed (`serve`), the first argument that is no option."""
+    return next((a for a in args if not a.startswith("-")), None)
 
 
 def debug_first(args: list[str]) -> list[str]:

@@ -351,7 +351,6 @@ def _refuse_job_unloaded(
     """Refuse before the model loads what the corpus job refuses without it (`corpus.run_job`, the sink):
     a load can take minutes (a fresh cache's timing, an int8 or --fast export) before that one line.
     The job checks all of it again; an SQLite collection's refusals need the model's settings."""
-    from ..core.writable import cannot_create
     from ..io.formats import Format, open_sink, rules_of
 
     check_text_source(texts, input_path)  # run_job's check
@@ -365,11 +364,6 @@ def _refuse_job_unloaded(
         open_sink(output, settings={"level": level})
     if rules is None:  # open_sink raised above: this only tells mypy
         return
-    if why := cannot_create(output.parent):
-        raise CorpusError(
-            f"cannot write {output}: no file can be created in {output.parent} ({why}); "
-            "write the output to a folder you can create files in"
-        )
     parts = output.with_name(output.name + ".parts")  # an unfinished job's: the sink says what it holds
     if rules.format is not Format.SQLITE and output.exists() and not parts.exists():
         if not (job.overwrite or job.resume):  # a --resume of a finished output: the sink's own line
