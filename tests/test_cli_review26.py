@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from console import run_main
 
@@ -58,3 +61,49 @@ def test_tokens_pad_names_a_file_record_by_its_id(tmp_path: Path) -> None:
     assert keyed.code == 0 and json.loads(keyed.stdout)["ids"] == ["a7", "b9"]
     given = run_main("tokens", "a", "b c", "--pad", "--json")
     assert given.code == 0 and json.loads(given.stdout)["ids"] == ["1", "2"]
+
+
+def _no_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model load fails loudly: a refusal seen instead proves the file was read before any load."""
+    from bertscope.cli import layers
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the model loaded before the file was read")
+
+    monkeypatch.setattr(layers, "load_model", refuse)
+
+
+def _conllu(path: Path, ids: list[str]) -> Path:
+    """Three words in a chain (each word's head the next, the last the root) under the IDs given."""
+    heads = ["2", "3", "0"]
+    rows = [
+        f"{i}\t{w}\t_\tNOUN\t_\t_\t{h}\tdep\t_\t_"
+        for i, w, h in zip(ids, ["The", "cat", "sat"], heads, strict=True)
+    ]
+    path.write_text("\n".join(rows) + "\n\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("task", [[], ["--task", "distance"], ["--task", "depth"]])
+def test_probe_refuses_a_malformed_file_before_the_model_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: list[str]
+) -> None:
+    """probe loaded the model (22 s and an export on a fresh cache) before it read -i and --test."""
+    _no_load(monkeypatch)
+    bad = _conllu(tmp_path / "bad.conllu", ["1", "2-x", "3"])
+    said = "the ID '2-x' is neither a word range (3-4) nor an empty node (3.1); fix the ID column"
+    ran = run_main("probe", "-i", str(bad), *task)
+    assert (ran.code, ran.stderr) == (1, f"error: {bad}:2: {said}\n")
+    good = _conllu(tmp_path / "good.conllu", ["1", "2", "3"])
+    held = run_main("probe", "-i", str(good), "--test", str(bad), *task)
+    assert (held.code, held.stderr) == (1, f"error: {bad}:2: {said}\n")
+
+
+def test_probe_refuses_a_malformed_sentence_file_before_the_model_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_load(monkeypatch)
+    bad = tmp_path / "topics.tsv"
+    bad.write_text("a cat sat\tanimals\nno label here\n")
+    ran = run_main("probe", "-i", str(bad), "--level", "sentence")
+    assert (ran.code, ran.stderr) == (1, f"error: {bad}:2: expected text<TAB>label\n")

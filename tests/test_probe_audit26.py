@@ -51,9 +51,15 @@ def test_both_readers_refuse_a_bad_word_id_in_the_same_line(
     assert refusals[0] == f"{path}:{line}: {said}; fix the ID column"
 
 
-def test_the_label_probe_refuses_a_bad_word_id_in_one_line(tmp_path: Path) -> None:
+def test_the_label_probe_refuses_a_bad_word_id_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused before the model loads, so stderr is the one line whatever the cache holds (a cold cache's
+    load prints its timing lines): a load here fails the test."""
+    from bertscope.cli import layers
     from console import run_main
 
+    monkeypatch.setattr(layers, "load_model", lambda *a, **k: pytest.fail("the model loaded first"))
     path = _write(tmp_path / "ids.conllu", [[("1", "The"), ("2-x", "cat"), ("3", "sat")]])
     ran = run_main("probe", "-i", str(path))
     assert ran.code != 0 and "Traceback" not in ran.stderr
