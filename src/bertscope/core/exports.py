@@ -4,7 +4,8 @@ Rows are named vectors with a few columns beside them (a piece and its id, a wor
 format is one entry of `EXPORTS`: the suffixes that choose it alone and its writer.
 
 word2vec   `<path>`: "n d" then "name v1 ... vd" per line, and, where the rows have more columns than
-           their name, `<stem>.counts.tsv` (gensim's vocabulary file)
+           their name, `<stem>.counts.tsv` (gensim's vocabulary file, `fvocab`: its names escaped as the
+           text's, spaces too, since gensim splits both at whitespace)
 npy        `<path>.npy` (n, d) float32 and the side file: `<stem>.vocab.txt` (one name a line) or
            `<stem>.vocab.tsv` (several columns)
 parquet    the columns, then vector (fixed-size float32 list)
