@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +109,27 @@ def test_probe_refuses_a_malformed_sentence_file_before_the_model_loads(
     bad.write_text("a cat sat\tanimals\nno label here\n")
     ran = run_main("probe", "-i", str(bad), "--level", "sentence")
     assert (ran.code, ran.stderr) == (1, f"error: {bad}:2: expected text<TAB>label\n")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_nncf_bars_reach_a_terminal_and_never_a_log(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    """--fast and int8_static wrote NNCF's redrawn bars ('Applying Weight Compression ━━━ 100%') into a log
+    when stderr was a file: they go to stderr only where it is a terminal, and never to stdout (data)."""
+    from rich.console import Console
+
+    from bertscope.backends.openvino import _quiet_nncf
+
+    stdout, stderr = io.StringIO(), _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    bar = "Applying Weight Compression ━━━━━━━━ 100%"
+    with _quiet_nncf():
+        Console().print(bar)  # as NNCF's rich progress writes: to sys.stdout as it is then
+        print(bar)
+    assert stdout.getvalue() == ""
+    assert stderr.getvalue().count("Applying Weight Compression") == (2 if terminal else 0)

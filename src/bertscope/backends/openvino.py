@@ -549,11 +549,22 @@ def _quiet_nncf() -> Iterator[None]:
     try:
         # NNCF draws its progress bar on stdout, which may be the caller's data (`bertscope embed > x`);
         # the redirect is process-wide for the few seconds this takes (a first int8 load, then cached)
-        with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(warnings.catch_warnings())
             warnings.simplefilter("ignore")
+            shown = _nncf_bars_on_stderr()
+            bars = sys.stderr if shown else stack.enter_context(open(os.devnull, "w", encoding="utf-8"))
+            stack.enter_context(contextlib.redirect_stdout(bars))
             yield
     finally:
         nncf_log.setLevel(level)
+
+
+def _nncf_bars_on_stderr() -> bool:
+    """Whether NNCF's progress bars go to stderr: only a terminal, where they redraw in place; in a log
+    (stderr redirected to a file) each would stay as a drawn bar, and our own lines say what runs."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty is not None and isatty())
 
 
 def _compress_weights(nncf: Any, source: Any, keep: Sequence[str]) -> Any:
