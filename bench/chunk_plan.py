@@ -171,11 +171,11 @@ def main() -> None:
         assert spans == old_spans, "the cut differs"
         _, planned = _timed(lambda doc=doc: plan_chunks(model, doc, chunks="sentence"), 3)
         tokens = model.tokenize([doc], long="window")[0]
-        rows, rows_after = _timed(partial(token_rows, tokens.offsets, tokens.special_mask, spans), 3)
+        rows, rows_after = _timed(partial(token_rows, tokens.offsets, tokens.special_tokens_mask, spans), 3)
         if n <= args.before_rows_max:
             usable = [
                 (s, e) if not special and e > s else None
-                for (s, e), special in zip(tokens.offsets, tokens.special_mask, strict=True)
+                for (s, e), special in zip(tokens.offsets, tokens.special_tokens_mask, strict=True)
             ]
             old, rows_before = _timed(partial(_each, old_rows_in, usable, spans))
             assert [list(map(int, r)) for r in rows] == old, "the rows differ"

@@ -10,6 +10,8 @@ import itertools
 import pickle
 import pydoc
 import warnings
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,7 +44,7 @@ def test_tokenizer_takes_one_text_as_one_text(bundled: bertscope.Model) -> None:
         == bundled.tokenize(["hi there", "hi"])
     )
     for name in ("tokenize", "decode"):
-        with pytest.raises(AttributeError, match=rf"no '{name}'.*is m\.loaded\.tokenizer") as said:
+        with pytest.raises(AttributeError, match=rf"no '{name}'.*is m\.tokenizer\.backend") as said:
             getattr(tokenizer, name)
         assert "\n" not in str(said.value)
     assert not hasattr(tokenizer, "decode")
@@ -170,3 +172,61 @@ def test_embed_tokens_and_words_say_a_str_gives_a_one_item_list(bundled: bertsco
         first = " ".join((method.__doc__ or "").split("\n")[:2])
         assert f"A list of {result}" in first and "a one-item list for a str" in first
         assert len(method("a cat")) == 1  # as the docstring says
+
+
+def test_a_private_names_error_is_not_dressed_as_a_missing_method(bundled: bertscope.Model) -> None:
+    """A cached property failing inside (an AttributeError of bertscope's own) is not said as 'the
+    tokenizer has no _cuts', pointing the user at another tokenizer."""
+    with pytest.raises(AttributeError) as said:
+        bundled.tokenizer._no_such_private_name  # noqa: B018
+    assert "backend" not in str(said.value)
+
+
+def test_every_row_is_an_ellipsis_away(bundled: bertscope.Model) -> None:
+    found = bundled.embed(["a cat", "a dog"])
+    assert np.array_equal(found[...], found.vectors)
+
+
+def test_a_stream_refused_says_its_cut_of_the_texts_handed_on(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chunk refused (NaN) was counted as cut and not as read, and the warning's making raised an
+    IndexError over the refusal."""
+    from bertscope.core.engine import Engine
+    from bertscope.errors import NonFiniteVectors
+
+    sentences = Engine.sentences
+
+    def poisoned(self: Engine, *args: Any, **kwargs: Any) -> Any:
+        for chunk in sentences(self, *args, **kwargs):
+            chunk.vectors[0, 0] = np.nan
+            yield chunk
+
+    monkeypatch.setattr(Engine, "sentences", poisoned)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(NonFiniteVectors):
+            list(bundled.iter_embed(["word " * 300, "short"]))
+    assert not [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
+
+
+def test_a_fingerprint_of_non_finite_vectors_is_refused_not_passed(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope.core.engine import Engine
+    from bertscope.errors import NonFiniteVectors
+    from bertscope.verify.fingerprint import check_fingerprint, save_fingerprint
+
+    model = tiny_models["bert"]
+    saved = save_fingerprint(model, tmp_path / "fp.json")
+    tokens = Engine.fitted_token_matrices
+
+    def poisoned(self: Engine, *args: Any, **kwargs: Any) -> Any:
+        for tok, matrix in tokens(self, *args, **kwargs):
+            yield tok, np.full_like(matrix, np.nan)
+
+    monkeypatch.setattr(Engine, "fitted_token_matrices", poisoned)
+    with pytest.raises(NonFiniteVectors, match="not finite"):
+        check_fingerprint(model, saved)
+    with pytest.raises(NonFiniteVectors, match="not finite"):
+        save_fingerprint(model, tmp_path / "again.json")

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import TruncatedTextsWarning
 
-__all__ = ["REPORTERS", "WINDOW_KEEPS", "cut_summary", "cut_warning", "say_cut"]
+__all__ = ["REPORTERS", "WINDOW_KEEPS", "cut_summary", "cut_warning", "say_cut", "say_cut_sums"]
 
 
 # Where a cut is reported in other words (encode's and the integrations' sentence-transformers warning, a
@@ -30,14 +30,24 @@ def say_cut(n_dropped: Iterable[int] | np.ndarray, max_tokens: int, instead: str
     """
     dropped = np.fromiter(n_dropped, dtype=np.int64) if not isinstance(n_dropped, np.ndarray) else n_dropped
     cut = int(np.count_nonzero(dropped > 0))
-    if not cut:
-        return
-    frame, level = sys._getframe(1), 2
+    if cut:
+        _say(cut_warning(cut, len(dropped), max_tokens, instead, int(dropped.sum())), sys._getframe(1))
+
+
+def say_cut_sums(cut: int, texts: int, tokens: int, max_tokens: int, instead: str = WINDOW_KEEPS) -> None:
+    """`say_cut` of a stream's running sums (`cut` of `texts` texts, `tokens` dropped): no per-text record."""
+    if cut:
+        _say(cut_warning(cut, texts, max_tokens, instead, tokens), sys._getframe(1))
+
+
+def _say(warning: TruncatedTextsWarning, frame: Any) -> None:
+    """Warn at the first line outside bertscope above `frame`, unless a `REPORTERS` module is on the way."""
+    level = 3
     while frame is not None and _module(frame).partition(".")[0] == "bertscope":
         if any(_module(frame) == name or _module(frame).startswith(name + ".") for name in REPORTERS):
             return
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    warnings.warn(cut_warning(cut, len(dropped), max_tokens, instead, int(dropped.sum())), stacklevel=level)
+        frame, level = frame.f_back, level + 1
+    warnings.warn(warning, stacklevel=level)
 
 
 def cut_warning(

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import InvalidSpec, NotPicklable
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
+from .cut_said import say_cut_sums
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .finite import refuse_non_finite
 from .folder import model_name, token_limit
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
-    "sums_as_dropped",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -69,16 +69,6 @@ CPU_TOKEN_BUDGET = 1024
 CPU_TOKENS_PER_THREAD = 512
 CPU_MAX_TOKEN_BUDGET = 8192
 CUDA_TOKEN_BUDGET = 65536
-
-
-def sums_as_dropped(texts: int, cut: int, tokens: int) -> np.ndarray:
-    """A stream's running sums of a cut (texts read, texts cut, tokens dropped) as the (texts,) n_dropped
-    `say_cut` reads: the same count, cut and sum, made once at the end rather than kept text by text."""
-    dropped = np.zeros(texts if cut else 0, np.int64)  # nothing cut: nothing to say, nothing to make
-    if cut:
-        dropped[:cut] = 1
-        dropped[0] += tokens - cut
-    return dropped
 
 
 def cpu_token_budget(threads: int) -> int:
@@ -351,13 +341,13 @@ class Encoder:
             with progress_callback(total, enabled=progress) as on_batch:
                 checked = iter_checked(texts, pairs=True)
                 for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
-                    dropped = np.asarray(chunk.n_dropped)
-                    cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
                     refuse_non_finite(chunk.vectors, start=done, so_far=True)
+                    dropped = np.asarray(chunk.n_dropped)  # counted once handed on: a refused chunk is not
+                    cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
                     done += len(chunk.vectors)
                     yield recipe.finish(chunk)
         finally:  # a loop that stops early closes the generator: the chunks it read are said too
-            say_cut(sums_as_dropped(done, cut, tokens), self.max_tokens)
+            say_cut_sums(cut, done, tokens, self.max_tokens)
 
     def embed(
         self, texts: str | Iterable[Text], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]

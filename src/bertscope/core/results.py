@@ -109,7 +109,7 @@ def _zero_d(index: object) -> bool:
 def _row_index(index: object) -> bool:
     """Whether `index` is of a kind that picks rows: a row number, a slice, a tuple (NumPy's own), or a
     list, range, array or Series of row numbers or bools; not a str, a float, a dict (NumPy's IndexError)."""
-    if isinstance(index, (int, np.integer, slice, tuple)):
+    if isinstance(index, (int, np.integer, slice, tuple)) or index is Ellipsis:
         return True
     if isinstance(index, (str, bytes)):
         return False

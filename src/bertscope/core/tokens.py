@@ -342,11 +342,13 @@ class TextTokenizer:
 
     def __getattr__(self, name: str) -> Any:
         """Refuse a name this tokenizer lacks in one line, pointing at the Hugging Face tokenizer."""
-        if name.startswith("__"):  # copy and pickle probe dunders before __dict__ exists: no pointer there
+        # copy and pickle probe dunders before __dict__ exists, and a private name's AttributeError is
+        # bertscope's own (a cached property failing inside): no pointer there
+        if name.startswith("_"):
             raise AttributeError(name)
         raise AttributeError(
             f"bertscope's tokenizer has no {name!r} (it has encode, from_ids and calling it on texts); "
-            "the Hugging Face tokenizer, with tokenize, decode and the rest, is m.loaded.tokenizer"
+            "the tokenizers library's tokenizer, with its encode, decode and the rest, is m.tokenizer.backend"
         )
 
     def __repr__(self) -> str:

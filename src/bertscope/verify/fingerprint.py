@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from ..core.fingerprint_facts import fingerprint_id, store_fingerprint
-from ..core.finite import non_finite_read
 from ..core.given import shown_value
 from ..errors import InvalidInput, TruncatedTextsWarning
 from .settings import environment, file_hashes, flatten, is_lossy, is_static, lossy_floor, vector_settings
@@ -329,8 +328,9 @@ def compare_fingerprints(
 def _canaries(model: Any) -> dict[str, Any]:
     texts = canary_texts(model)
     tokens = model.tokenize(texts)
-    # one canary runs past the model's limit on purpose: not the user's cut; a NaN is a changed fingerprint
-    with warnings.catch_warnings(), non_finite_read():
+    # one canary runs past the model's limit on purpose: not the user's cut; a canary that is not finite is
+    # refused in one line (NonFiniteVectors), never saved nor read as a drift of 0
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncatedTextsWarning)
         if is_static(model):  # one layer, the rows: the mean of each text's rows is its sentence vector
             means = model.embed(texts, normalize=False).vectors[:, None, :]  # (texts, 1, d)
