@@ -133,3 +133,14 @@ def test_nncf_bars_reach_a_terminal_and_never_a_log(monkeypatch: pytest.MonkeyPa
         print(bar)
     assert stdout.getvalue() == ""
     assert stderr.getvalue().count("Applying Weight Compression") == (2 if terminal else 0)
+
+
+def test_the_static_neighbour_table_names_its_column_token_as_json_does() -> None:
+    """The table's column was `piece` where --json, the service, parquet and `Neighbor` say `token`."""
+    table = run_main("static", "bread", "-k", "3")
+    assert table.code == 0, table
+    header = next(line for line in table.stdout.splitlines() if "rank" in line)
+    assert [cell.strip() for cell in header.split("┃")[1:5]] == ["rank", "token", "id", "score"]
+    as_json = json.loads(run_main("static", "bread", "-k", "3", "--json").stdout)
+    first = as_json["items"][0]["neighbors"][0]
+    assert {"token", "id", "score"} <= set(first) and first["token"] in table.stdout

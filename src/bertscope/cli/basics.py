@@ -541,7 +541,7 @@ def static(
         line = f"  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)"
         out.print(Text.assemble((head, "bold"), line))
         if top_k:
-            table = Table("rank", "piece", "id", "score")
+            table = Table("rank", "token", "id", "score")  # as JSON, the service and `Neighbor` name it
             for rank, n in enumerate(rec["neighbors"], 1):
                 table.add_row(str(rank), n["token"], str(n["id"]), f"{n['score']:.4f}")
             out.print(table)
