@@ -230,3 +230,11 @@ def test_a_fingerprint_of_non_finite_vectors_is_refused_not_passed(
         check_fingerprint(model, saved)
     with pytest.raises(NonFiniteVectors, match="not finite"):
         save_fingerprint(model, tmp_path / "again.json")
+
+
+def test_a_static_streams_cut_is_said_when_the_loop_stops_early(m2v_folder: Path) -> None:
+    """StaticModel.iter_embed said its cut only when the stream ended, as Model.iter_embed did."""
+    static = bertscope.load(m2v_folder, max_tokens=8)
+    with pytest.warns(bertscope.TruncatedTextsWarning, match="ran past the model.s 8 tokens"):
+        for _ in static.iter_embed(["word " * 40, "short"]):
+            break
