@@ -47,19 +47,30 @@ def test_embed_refuses_its_output_before_the_model_loads(tmp_path: Path, no_mode
     assert said == f"error: cannot write {missing}: the folder {missing.parent} does not exist"
     said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "x.txt")))
     assert "unknown output type .txt" in said
+    said = _one_error(run_main("embed", "-i", str(corpus), "-o", "/proc/x.parquet"))
+    assert said.startswith(
+        "error: cannot write /proc/x.parquet: its lock file x.parquet.lock cannot be created"
+    )
+    (tmp_path / "afile").write_text("")
+    said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "afile" / "o.db")))
+    assert said == f"error: {tmp_path / 'afile'} is a file, not a folder: give a path inside a folder"
     said = _one_error(run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "w.db"), "--level", "words"))
     assert "SQLite stores hold sentence rows only" in said
     said = _one_error(run_main("embed", "a", "-i", str(corpus), "-o", str(tmp_path / "y.parquet")))
     assert said == "error: give texts as arguments or with -i/--input, not both"
     said = _one_error(run_main("embed", "-o", str(tmp_path / "y.parquet")), code=2)
     assert said.startswith("error: no texts given") and "`bertscope embed --help`" in said
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.npy", "corpus.parquet", "corpus.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "afile",
+        "corpus.npy",
+        "corpus.parquet",
+        "corpus.txt",
+    ]
 
 
 def test_what_the_job_may_do_still_reaches_the_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The early check refuses only what the job would: a new collection in an existing .db, --overwrite
-    and --resume of an existing output, and an output inside a file (said in the job's own words, after
-    the load) go on to load the model."""
+    and --resume of an existing output go on to load the model."""
     from bertscope.cli import embed
 
     def loaded(*args: Any, **kwargs: Any) -> None:
@@ -70,7 +81,6 @@ def test_what_the_job_may_do_still_reaches_the_model(tmp_path: Path, monkeypatch
     corpus.write_text("a cat\na dog\n")
     (tmp_path / "news.db").write_bytes(b"")
     (tmp_path / "old.parquet").write_bytes(b"an older job")
-    (tmp_path / "afile").write_text("")
     for extra in (
         ["-o", str(tmp_path / "news.db"), "--collection", "new"],
         ["-o", str(tmp_path / "old.parquet"), "--overwrite"],
@@ -81,7 +91,9 @@ def test_what_the_job_may_do_still_reaches_the_model(tmp_path: Path, monkeypatch
         )
 
 
-def test_serve_ends_in_uvicorns_lines_not_interrupted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_says_interrupted_once_while_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while serve loads its model says `interrupted` once (uvicorn, not yet running, says nothing);
+    once uvicorn runs, its own shutdown lines end it and main adds none."""
     from bertscope.cli import serve
 
     def interrupted(*args: Any, **kwargs: Any) -> None:
@@ -89,7 +101,7 @@ def test_serve_ends_in_uvicorns_lines_not_interrupted(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(serve, "load_model", interrupted)
     ran = run_main("serve", "--port", "0")
-    assert (ran.code, ran.stderr) == (130, "")
+    assert (ran.code, ran.stderr) == (130, "interrupted\n")
 
 
 def test_eval_words_refuses_a_missing_distilled_folder_before_the_model_loads(

@@ -169,3 +169,23 @@ def test_a_stream_names_its_texts_of_those_read_so_far(
 ) -> None:
     with pytest.raises(NonFiniteVectors, match=r"^the vectors of 1 of the first 3 text\(s\) .*text 1,"):
         list(tiny_models["bert"].iter_embed(TEXTS))
+
+
+def test_a_static_model_refuses_them_as_a_model_does(m2v_folder: Path, tmp_path: Path) -> None:
+    """A distilled folder whose rows hold NaN (a float16 one overflowed) gave NaN vectors in silence."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    folder = shutil.copytree(m2v_folder, tmp_path / "static")
+    weights = load_file(folder / "model.safetensors")
+    weights = {name: np.full_like(rows, np.nan) for name, rows in weights.items()}
+    save_file(weights, folder / "model.safetensors")
+    static = bertscope.load(folder)
+    for call in (
+        lambda: static.embed(["a cat"]),
+        lambda: list(static.iter_embed(["a cat"])),
+        lambda: static.similarity("a cat", "a dog"),
+    ):
+        with pytest.raises(NonFiniteVectors, match="not finite"):
+            call()

@@ -39,6 +39,7 @@ from . import static as _static
 from .core._enums import LongText
 from .core.cut_said import say_cut_sums
 from .core.encoder import ModelInfo
+from .core.finite import refuse_non_finite
 from .core.given import is_vectors, row_ids
 from .core.loading import is_model2vec
 from .core.progress import progress_callback
@@ -262,6 +263,7 @@ class StaticModel(SentenceTransformersAttributes):
         where they apply (normalize, long, post); other poolings and layers are refused. A text cut at
         max_length (long="truncate") is said with a `TruncatedTextsWarning` and counted in `n_dropped`."""
         found = self.embed_with(texts, self._recipe(options), progress=progress)
+        refuse_non_finite(found.vectors)  # rows a float16 folder overflowed, as Model.embed refuses them
         say_cut(found.n_dropped, self.max_tokens)
         return found
 
@@ -291,6 +293,7 @@ class StaticModel(SentenceTransformersAttributes):
                 for chunk in self.engine.sentences(
                     iter_checked(self._unpaired(texts)), recipe.spec, on_batch=on_batch
                 ):
+                    refuse_non_finite(chunk.vectors, start=done, so_far=True)
                     dropped = np.asarray(chunk.n_dropped)
                     cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
                     done += len(dropped)
@@ -324,6 +327,8 @@ class StaticModel(SentenceTransformersAttributes):
         recipe = self._recipe(options)
         left = self.embed_with(cast("str | Sequence[str]", a), recipe)
         right = left if b is None else self.embed_with(cast("str | Sequence[str]", b), recipe)
+        refuse_non_finite(left.vectors)
+        refuse_non_finite(right.vectors)
         say_cut(np.concatenate([left.n_dropped] + ([] if b is None else [right.n_dropped])), self.max_tokens)
         return cos_sim(left.vectors, right.vectors)
 

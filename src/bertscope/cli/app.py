@@ -374,6 +374,17 @@ def say_cut(n_dropped: Iterable[int], max_tokens: int, fix: str) -> None:
 
 
 @contextmanager
+def interrupted_said() -> Iterator[None]:
+    """A Ctrl-C inside (serve's and explore's model loading, before uvicorn has its own shutdown lines to
+    say) ends in `interrupted`, as every other command's does (`main` says it for those)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+
+
+@contextmanager
 def cuts_said_here() -> Iterator[None]:
     """The library's `TruncatedTextsWarning` kept quiet inside: the command says the cut itself, once."""
     with warnings.catch_warnings():

@@ -351,7 +351,9 @@ def _refuse_job_unloaded(
     """Refuse before the model loads what the corpus job refuses without it (`corpus.run_job`, the sink):
     a load can take minutes (a fresh cache's timing, an int8 or --fast export) before that one line.
     The job checks all of it again; an SQLite collection's refusals need the model's settings."""
+    from ..core.writable import cannot_create
     from ..io.formats import Format, open_sink, rules_of
+    from ..io.job_lock import lock_path, unwritable_output
 
     check_text_source(texts, input_path)  # run_job's check
     rules = rules_of(output)
@@ -364,6 +366,10 @@ def _refuse_job_unloaded(
         open_sink(output, settings={"level": level})
     if rules is None:  # open_sink raised above: this only tells mypy
         return
+    if output.parent.is_file():  # main's words for a NotADirectoryError met later
+        raise InvalidInput(f"{output.parent} is a file, not a folder: give a path inside a folder")
+    if why := cannot_create(output.parent):  # the job's lock file is its first file there
+        raise unwritable_output(output, lock_path(output, job.collection), why)
     parts = output.with_name(output.name + ".parts")  # an unfinished job's: the sink says what it holds
     if rules.format is not Format.SQLITE and output.exists() and not parts.exists():
         if not (job.overwrite or job.resume):  # a --resume of a finished output: the sink's own line

@@ -22,6 +22,7 @@ from .app import (
     ThreadsOpt,
     app,
     err,
+    interrupted_said,
     load_model,
 )
 from .serve import listening_socket
@@ -70,16 +71,17 @@ def explore(
     # after seconds of loading; --port 0 takes the free port the system gives.
     listening = listening_socket(_HOST, port)
     chosen = listening.getsockname()[1]
-    m = load_model(
-        model,
-        device=device,
-        dtype=dtype,
-        backend=backend,
-        quantize=quantize,
-        threads=threads,
-        fast=fast,
-        fast_min_cosine=fast_min_cosine,
-    )
+    with interrupted_said():  # uvicorn says its own lines once it runs
+        m = load_model(
+            model,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            quantize=quantize,
+            threads=threads,
+            fast=fast,
+            fast_min_cosine=fast_min_cosine,
+        )
     url = f"http://{_HOST}:{chosen}/"
     explorer = create_app(m)
     guard_loopback(explorer, _HOST)  # only requests addressed to loopback: a page's DNS rebinding is refused

@@ -23,6 +23,7 @@ from .app import (
     ThreadsOpt,
     app,
     err,
+    interrupted_said,
     load_model,
     warn,
 )
@@ -232,16 +233,17 @@ def serve(
     port = listening.getsockname()[1]  # --port 0: the free port the system chose, said below
     if host not in _LOOPBACK and not api_key:
         warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")
-    m = load_model(
-        model,
-        device=device,
-        dtype=dtype,
-        backend=backend,
-        quantize=quantize,
-        threads=threads,
-        fast=fast,
-        fast_min_cosine=fast_min_cosine,
-    )
+    with interrupted_said():  # uvicorn says its own lines once it runs
+        m = load_model(
+            model,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            quantize=quantize,
+            threads=threads,
+            fast=fast,
+            fast_min_cosine=fast_min_cosine,
+        )
     # the app loads the --post files and --store stores: a bad one fails here, before "serving" is said
     app = create_app(m, settings=settings)
     guard_loopback(app, host, allow=allowed)  # on loopback, only requests addressed to it

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..core.writable import cannot_create
 from ..errors import CorpusError
 
-__all__ = ["job_lock", "lock_path", "running_job"]
+__all__ = ["job_lock", "lock_path", "running_job", "unwritable_output"]
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -55,13 +55,13 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
         # filelock also times out where the lock file cannot be created at all (/proc): no job holds it
         why = cannot_create(path.parent)
         if why is not None:
-            raise _unwritable(output, path, why) from None
+            raise unwritable_output(output, path, why) from None
         raise CorpusError(
             f"{what} is being written by another job right now ({_holder(path)}); wait for it to end, "
             "or stop it and run again with resume=True (--resume)"
         ) from None
     except OSError as exc:
-        raise _unwritable(output, path, exc.strerror or str(exc)) from None
+        raise unwritable_output(output, path, exc.strerror or str(exc)) from None
     try:
         started = datetime.now().astimezone().isoformat(timespec="seconds")
         command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
@@ -73,7 +73,8 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
         lock.release()
 
 
-def _unwritable(output: Path, path: Path, why: str) -> CorpusError:
+def unwritable_output(output: Path, path: Path, why: str) -> CorpusError:
+    """The refusal of an output in a folder where its lock file `path` cannot be made (`why`)."""
     return CorpusError(
         f"cannot write {output}: its lock file {path.name} cannot be created in {path.parent} ({why}); "
         "write the output to a folder you can create files in"
