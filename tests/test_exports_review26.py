@@ -1,6 +1,6 @@
 """Review 26 (r3) of the static exports: an export that fails or is interrupted leaves no file that looks
-complete (each file is written beside its target and renamed in once every block is in; an .npy's space
-is reserved first, so a full disk is one ENOSPC line, never a bus error), and the word2vec counts file
+complete (each file is written beside its target and renamed in once every block is in; an .npy is
+written in order, so a full disk is one ENOSPC line, never a bus error), and the word2vec counts file
 escapes names as the .vec does, so gensim reads the two together. And of the cache fixes beside them:
 `cache --clear` counts every unfinished folder it removed before one it could not, and a folder another
 clear removed meanwhile is no error; `cache bundled` lists the bundled model where a ./bundled folder is
@@ -76,17 +76,36 @@ def test_an_interrupted_static_export_keeps_the_file_it_would_replace_and_reruns
     assert np.load(path).shape == model.static_shape
 
 
+class _FullDisk:
+    """A staged file on a full disk: its first write raises ENOSPC naming no file (a buffered write's way)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def write(self, data: Any) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def __enter__(self) -> _FullDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.real.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
 def test_a_full_disk_is_one_line_and_no_file(
     tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a full disk the map over a sparse file died of SIGBUS (exit 135), leaving v.npy at full size."""
-    if not hasattr(os, "posix_fallocate"):
-        pytest.skip("no posix_fallocate here: nothing is reserved")
+    real = Path.open
 
-    def full(fd: int, offset: int, length: int) -> None:
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def full(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        opened = real(self, mode, *args, **kwargs)
+        return _FullDisk(opened) if mode == "wb" and self.name.startswith(".bertscope-") else opened
 
-    monkeypatch.setattr(os, "posix_fallocate", full)
+    monkeypatch.setattr(Path, "open", full)
     out = tmp_path / "small" / "v.npy"
     out.parent.mkdir()
     ran = run_main("static", "-m", str(tiny_dirs["bert"]), "-o", str(out))

@@ -16,10 +16,13 @@ A name in a text file is escaped (`escape_name`, undone by `unescape_name`) so t
 and each cell one column, and each row keeps a name of its own: a piece holding a newline ("new\nline", an
 added token) would otherwise split its line and shift every row after it. Parquet keeps names as they are.
 
-Every file is written under a temporary name beside its target and renamed into place only when every
-block is in (`_Staged`): an export that fails or is interrupted leaves no file that looks complete, and
-the files it would have replaced as they were. An .npy's space is reserved before its rows go in, so a
-full disk is an OSError (ENOSPC), not a bus error in the middle of the map.
+Every file is written under a short hidden temporary name beside its target (`.bertscope-XXXXXXXX.part`:
+any name that can be written can be exported) and renamed into place only when every block is in
+(`Staged`); the files it replaces are moved aside first and put back if any rename fails, so an export
+that fails or is interrupted leaves no file that looks complete, and the files it would have replaced as
+they were. `staged()` holds several exports' files to one commit (every layer of an aggregation). An .npy
+is written in order, header then rows, so a full disk is an OSError (ENOSPC) at its write and a killed
+export leaves at most the bytes it wrote, in its .part file.
 
 A new format is an `ExportFormat` member and an entry in `EXPORTS`.
 """
@@ -43,7 +46,7 @@ from ._enums import StrEnum
 
 __all__ = [
     "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "escape_name", "export_format",
-    "formats_help", "side_path", "unescape_name", "write_rows", "write_vectors",
+    "Staged", "formats_help", "side_path", "staged", "unescape_name", "write_rows", "write_vectors",
 ]  # fmt: skip
 
 
@@ -78,31 +81,65 @@ class Rows:
     blocks: Iterable[Block]
 
 
+def _hidden(folder: Path, suffix: str) -> Path:
+    """A new empty hidden file in `folder`, its name short whatever the target's (255 bytes is legal)."""
+    while True:  # os.open rather than mkstemp: the file gets the umask's mode, as open() gives it
+        made = folder / f".bertscope-{secrets.token_hex(4)}{suffix}"
+        try:
+            os.close(os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return made
+        except FileExistsError:
+            continue
+
+
 @dataclass
-class _Staged:
+class Staged:
     """Temporary files beside their targets, renamed onto them together once every one is written."""
 
     pairs: list[tuple[Path, Path]] = field(default_factory=list)  # (temporary, target)
 
     def __call__(self, target: Path) -> Path:
         """A new temporary file beside `target` (hidden, so no listing takes it for the export)."""
-        while True:  # os.open rather than mkstemp: the file gets the umask's mode, as open() gives it
-            temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
-            try:
-                os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-                break
-            except FileExistsError:
-                continue
+        temporary = _hidden(target.parent, ".part")
         self.pairs.append((temporary, target))
         return temporary
 
     def commit(self) -> None:
-        """Rename every temporary file onto its target (a folder at a target is refused first, by name)."""
+        """Rename every temporary file onto its target, or, if any rename fails, leave every target as it was.
+
+        A folder at a target is refused first, by name. Each existing target is moved aside (a hidden
+        `.old` beside it) before any rename, and put back if one fails (a file open elsewhere on Windows,
+        EBUSY or EPERM here): new rows never sit beside the old names of a side file."""
         for _, target in self.pairs:
             if target.is_dir():
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
-        for temporary, target in self.pairs:
-            os.replace(temporary, target)
+        aside: list[tuple[Path, Path, bool]] = []  # (backup, target, moved there)
+        placed: list[Path] = []
+        try:
+            for _, target in self.pairs:
+                if os.path.lexists(target):
+                    aside.append((_hidden(target.parent, ".old"), target, False))
+                    os.replace(target, aside[-1][0])
+                    aside[-1] = (aside[-1][0], target, True)
+            for temporary, target in self.pairs:
+                os.replace(temporary, target)
+                placed.append(target)
+        except BaseException:
+            for target in placed:
+                with contextlib.suppress(OSError):
+                    target.unlink()
+            for backup, target, moved in reversed(aside):
+                # a target that cannot be put back stays whole in its backup: nothing is lost
+                with contextlib.suppress(OSError):
+                    if moved:
+                        os.replace(backup, target)
+                    else:
+                        backup.unlink()
+            raise
+        for backup, _, _ in aside:
+            # every new file is in place: a backup that cannot go now fails no export that succeeded
+            with contextlib.suppress(OSError):
+                backup.unlink()
         self.pairs.clear()
 
     def discard(self) -> None:
@@ -113,13 +150,14 @@ class _Staged:
 
 
 @contextlib.contextmanager
-def _staged() -> Iterator[_Staged]:
-    staged = _Staged()
+def staged() -> Iterator[Staged]:
+    """Files staged by every write inside, renamed into place together when it ends, or none at all."""
+    stage = Staged()
     try:
-        yield staged
-        staged.commit()
+        yield stage
+        stage.commit()
     finally:  # an exception, a KeyboardInterrupt, or a rename that failed: no half file stays
-        staged.discard()
+        stage.discard()
 
 
 # A writer writes the files of `path` under the temporary names `stage(target)` gives, and returns the
@@ -212,40 +250,43 @@ def _word2vec(path: Path, rows: Rows, stage: Callable[[Path], Path]) -> list[Pat
     return [path, counts]
 
 
-def _reserve(path: Path, target: Path) -> None:
-    """Allocate every byte of `path` (a map over a sparse file on a full disk dies of SIGBUS at its first
-    write past the free space); a disk without room raises OSError (ENOSPC) naming `target`."""
-    if not hasattr(os, "posix_fallocate"):  # macOS, Windows: no reservation; writes fail as they fail
-        return
-    handle = os.open(path, os.O_RDWR)
+@contextlib.contextmanager
+def _naming(target: Path) -> Iterator[None]:
+    """An OSError that names no file (a write on a full disk: ENOSPC) raised naming `target`."""
     try:
-        os.posix_fallocate(handle, 0, os.fstat(handle).st_size)
+        yield
     except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):  # a file system that cannot
-            return
+        if exc.filename is not None:
+            raise
         raise OSError(exc.errno, exc.strerror, str(target)) from None
-    finally:
-        os.close(handle)
 
 
 def _npy(path: Path, rows: Rows, stage: Callable[[Path], Path]) -> list[Path]:
     # np.save adds .npy to any other name; say the name it really writes.
     path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
     vocab = path.with_suffix(".vocab.txt" if len(rows.kind.side) == 1 else ".vocab.tsv")
-    # each block goes straight into the file's own array, its names into the side file: the matrix is
-    # never held twice (a whole vocabulary's blocks kept, then concatenated, held it twice)
-    matrix_file = stage(path)
-    matrix = np.lib.format.open_memmap(matrix_file, mode="w+", dtype=np.float32, shape=(rows.count, rows.dim))
-    _reserve(matrix_file, path)
-    start = 0
-    with stage(vocab).open("w", encoding="utf-8", newline="\n") as names:
+    # the header for the known shape, then each block's bytes in order: the matrix is never held whole,
+    # a full disk is an ENOSPC at a write (a map over a sparse file died of SIGBUS), and a killed export
+    # leaves only what it wrote (space reserved up front left the whole matrix's size behind)
+    dtype = np.dtype("<f4")
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False}
+    written = 0
+    with stage(path).open("wb") as matrix, stage(vocab).open("w", encoding="utf-8", newline="\n") as names:
+        with _naming(path):
+            np.lib.format.write_array_header_1_0(matrix, {**header, "shape": (rows.count, rows.dim)})
         for columns, block in rows.blocks:
-            block = np.asarray(block, dtype=np.float32)
-            matrix[start : start + len(block)] = block
-            start += len(block)
+            block = np.ascontiguousarray(block, dtype=dtype)
+            if block.ndim != 2 or block.shape[1] != rows.dim or written + len(block) > rows.count:
+                raise ValueError(f"a block of shape {block.shape} past ({rows.count}, {rows.dim}) rows")
+            with _naming(path):
+                matrix.write(block.data)
+            written += len(block)
             names.write(_side_lines(rows, columns))
-    matrix.flush()
-    del matrix  # closes the file's map
+        if written != rows.count:  # the header says rows.count: a short file would not load
+            raise ValueError(f"{written} rows written where {rows.count} were announced")
+        with _naming(path):
+            matrix.flush()
+            os.fsync(matrix.fileno())  # a delayed allocation's ENOSPC is said here, not lost at close
     return [path, vocab]
 
 
@@ -339,14 +380,21 @@ def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     return chosen
 
 
-def write_rows(path: str | Path, fmt: ExportFormat | str | None, rows: Rows) -> list[Path]:
-    """Write `rows` to `path` in `fmt` (None: the suffix chooses); returns the files written."""
+def write_rows(
+    path: str | Path, fmt: ExportFormat | str | None, rows: Rows, *, stage: Staged | None = None
+) -> list[Path]:
+    """Write `rows` to `path` in `fmt` (None: the suffix chooses); returns the files written.
+
+    With `stage` (from `staged()`) the files are renamed into place when that ends, with the others
+    staged there; else when this returns."""
     path = Path(path)
     chosen = export_format(path, fmt)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
-    with _staged() as stage:
+    if stage is not None:
         return EXPORTS[chosen].write(path, rows, stage)
+    with staged() as own:
+        return EXPORTS[chosen].write(path, rows, own)
 
 
 _WORDS = RowKind(columns=(("word", str), ("count", int)), side=("word", "count"))
@@ -354,9 +402,10 @@ _WORDS = RowKind(columns=(("word", str), ("count", int)), side=("word", "count")
 
 def write_vectors(
     path: str | Path, fmt: ExportFormat | str | None, words: Sequence[str], counts: np.ndarray,
-    vectors: np.ndarray,
+    vectors: np.ndarray, *, stage: Staged | None = None,
 ) -> list[Path]:  # fmt: skip
-    """Write (n, d) `vectors` of `words` with their `counts`; returns the files written."""
+    """Write (n, d) `vectors` of `words` with their `counts`; returns the files written (renamed into
+    place with `stage`'s others where one is given, as `write_rows`)."""
     vectors = np.asarray(vectors, dtype=np.float32)
     block = ({"word": list(words), "count": np.asarray(counts).tolist()}, vectors)
-    return write_rows(path, fmt, Rows(_WORDS, len(words), int(vectors.shape[1]), [block]))
+    return write_rows(path, fmt, Rows(_WORDS, len(words), int(vectors.shape[1]), [block]), stage=stage)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core._enums import Combine, Level, SubwordPooling
 from ..core.engine import OnBatch
-from ..core.exports import ExportFormat, export_format, write_vectors
+from ..core.exports import ExportFormat, export_format, staged, write_vectors
 from ..core.pooling import pool_words, whole_words
 from ..core.segments import MIN_ROWS
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
@@ -125,8 +125,13 @@ class AggregatedStatic:
         if not overwrite:
             refuse_replacing(export_files(path, self.layers, format=format))
         written: list[Path] = []
-        for k, named in enumerate(_layer_paths(Path(path), self.layers)):
-            written += write_vectors(named, format, self.words, self.counts, self.vectors[:, k])
+        # one commit for every layer: a layer that fails leaves no other layer's files (a rerun would
+        # refuse them) and every file it would replace as it was
+        with staged() as stage:
+            for k, named in enumerate(_layer_paths(Path(path), self.layers)):
+                written += write_vectors(
+                    named, format, self.words, self.counts, self.vectors[:, k], stage=stage
+                )
         return written
 
 
