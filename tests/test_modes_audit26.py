@@ -15,17 +15,7 @@ import bertscope
 from bertscope.backends.cache import cached_files
 from bertscope.backends.onnx import EXPORT_FORMAT
 from console import run_main
-
-DIGEST = "0e8e6750365ca43ab91d"
-EXPORT = f"bert-{DIGEST}-float32-v{EXPORT_FORMAT}.onnx"
-
-
-def _export(cache: Path) -> Path:
-    export = cache / "onnx" / EXPORT
-    export.parent.mkdir(parents=True, exist_ok=True)
-    export.write_bytes(b"\0" * 1000)
-    export.with_suffix(".json").write_text("{}")
-    return export
+from test_cache_audit22 import DIGEST, _export  # the same stand-in export a cache holds
 
 
 def test_clear_unlinks_a_link_named_as_an_unfinished_export_and_never_follows_it(
