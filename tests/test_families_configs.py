@@ -168,7 +168,7 @@ def test_anatomy_exits_1_when_the_proof_fails(monkeypatch: pytest.MonkeyPatch) -
     for extra in ([], ["--json"]):
         result = CliRunner().invoke(app, ["anatomy", "I am Sinan", *extra])
         assert result.exit_code == 1, result.output
-        assert "not < 1e-5" in result.stderr
+        assert "not <= 1e-5" in result.stderr
 
 
 def test_the_classes_giving_token_types_are_transformers_own() -> None:

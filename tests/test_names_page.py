@@ -29,6 +29,7 @@ PAGE = Path(__file__).resolve().parent.parent / "docs" / "names.md"
 LIBRARY = {
     "ModelInfo": bertscope.ModelInfo,
     "Tokens": bertscope.Tokens,
+    "TokenEmbeddings": bertscope.TokenEmbeddings,
     "SentenceEmbeddings": bertscope.SentenceEmbeddings,
     "ChunkEmbeddings": ChunkEmbeddings,
     "JobSummary": bertscope.JobSummary,

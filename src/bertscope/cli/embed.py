@@ -354,8 +354,11 @@ def _refuse_job_unloaded(
     from ..core.writable import cannot_create
     from ..io.formats import Format, open_sink, rules_of
     from ..io.job_lock import lock_path, unwritable_output
+    from ..io.readers import check_readable
 
     check_text_source(texts, input_path)  # run_job's check
+    if input_path is not None:  # the input's refusal first, as the job reads it before its output
+        check_readable(input_path)
     rules = rules_of(output)
     if (
         rules is None

@@ -26,6 +26,7 @@ __all__ = [
     "empty_corpus",
     "given_texts",
     "read_corpus",
+    "check_readable",
     "read_lines",
     "refuse_fields_without_records",
     "source_name",
@@ -253,6 +254,13 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
     if not path.is_file():
         raise _unreadable(name, path)
     return _file_lines(path, skip_bad, rejects)
+
+
+def check_readable(name: str) -> None:
+    """Refuse a corpus path that gives no file to read (missing, a folder, a pipe, a pattern without Ray)
+    in the words reading it would (`-` is stdin)."""
+    if name != "-" and not Path(name).is_file():
+        raise _unreadable(name, Path(name))
 
 
 def _unreadable(name: str, path: Path) -> CorpusError:
