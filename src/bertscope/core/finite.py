@@ -8,13 +8,14 @@ or runtime's drift to float32) runs the public calls inside `non_finite_read()`,
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 
 import numpy as np
 
 from ..errors import NonFiniteVectors
+from .context_vars import set_within
 
 __all__ = ["LIBRARY_FIX", "non_finite_message", "non_finite_read", "non_finite_rows", "refuse_non_finite"]
 
@@ -24,15 +25,10 @@ _BLOCK_VALUES = 1 << 20
 _READ: ContextVar[bool] = ContextVar("bertscope_non_finite_read", default=False)
 
 
-@contextmanager
-def non_finite_read() -> Iterator[None]:
+def non_finite_read() -> AbstractContextManager[None]:
     """Inside: vectors that are not finite are handed back as they came, for a measurement that reads them
     as its own finding (verify, a runtime's drift); this thread and task only."""
-    token = _READ.set(True)
-    try:
-        yield
-    finally:
-        _READ.reset(token)
+    return set_within(_READ, True)
 
 
 def non_finite_rows(vectors: np.ndarray | Sequence[np.ndarray]) -> list[int]:

@@ -16,8 +16,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import BackendUnavailable, ModelLoadError, caller_level
 from ._enums import DType
+from .context_vars import set_within
 from .cpu import cpu_flags, has_native_bf16, has_vnni
 from .families import Family, decoder_note, family_for, transformers_version, wrong_type
 from .folder import (
@@ -176,15 +176,10 @@ def say_decoder(source: str, family: Family, config: Any) -> None:
         warnings.warn(f"{source}: {note}", UserWarning, stacklevel=caller_level())
 
 
-@contextmanager
-def torch_loaded_for(reason: str) -> Iterator[None]:
+def torch_loaded_for(reason: str) -> AbstractContextManager[None]:
     """Within the block, a PyTorch module loaded on first need is said to be loaded `reason` (the words
     after "loaded PyTorch and the model in N s: ", as `FIRST_EXPORT`)."""
-    token = torch_load_reason.set(reason)
-    try:
-        yield
-    finally:
-        torch_load_reason.reset(token)
+    return set_within(torch_load_reason, reason)
 
 
 def say_torch_loaded(took: float) -> None:
@@ -306,24 +301,14 @@ _MODE_ASKED: ContextVar[str | None] = ContextVar("mode_asked", default=None)
 _MODE_SPELLED: ContextVar[str] = ContextVar("mode_spelled", default="mode '{}'")
 
 
-@contextmanager
-def mode_asked(name: str) -> Iterator[None]:
+def mode_asked(name: str) -> AbstractContextManager[None]:
     """Within: the way loading is the mode `name`, as compare_modes asks it; its warnings say so."""
-    token = _MODE_ASKED.set(name)
-    try:
-        yield
-    finally:
-        _MODE_ASKED.reset(token)
+    return set_within(_MODE_ASKED, name)
 
 
-@contextmanager
-def modes_spelled(form: str) -> Iterator[None]:
+def modes_spelled(form: str) -> AbstractContextManager[None]:
     """Within: a mode named in a warning is spelled `form` with its name (bench: `--modes {}`)."""
-    token = _MODE_SPELLED.set(form)
-    try:
-        yield
-    finally:
-        _MODE_SPELLED.reset(token)
+    return set_within(_MODE_SPELLED, form)
 
 
 def asked_mode() -> str | None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import InvalidInput
+from .context_vars import set_within
 from .results import ChunkEmbeddings, SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 
 __all__ = [
@@ -35,15 +36,10 @@ def _by_index(kind: str, index: int) -> str:
 _NAMED: ContextVar[Callable[[str, int], str]] = ContextVar("named", default=_by_index)
 
 
-@contextmanager
-def named_as(name: Callable[[str, int], str]) -> Iterator[None]:
+def named_as(name: Callable[[str, int], str]) -> AbstractContextManager[None]:
     """Refusals raised inside name a call's text, pair or document `i` (counted from 0) as
     `name(kind, i)` ("text 2", "the text of id '7'"), not "text i"."""
-    token = _NAMED.set(name)
-    try:
-        yield
-    finally:
-        _NAMED.reset(token)
+    return set_within(_NAMED, name)
 
 
 def type_named(value: object) -> str:

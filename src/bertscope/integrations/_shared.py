@@ -25,6 +25,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ..core.context_vars import set_within
 from ..core.finite import refuse_non_finite
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
@@ -237,11 +238,8 @@ def cut_said_once(model: Loaded) -> Iterator[None]:
     """Around one call of a framework's method: the texts its batches cut are said in one
     `TruncatedTextsWarning` when it returns, at the caller's line."""
     cuts: list[np.ndarray] = []
-    token = _CUTS.set(cuts)
-    try:
+    with set_within(_CUTS, cuts):
         yield
-    finally:
-        _CUTS.reset(token)
     if cuts:
         _say_cut(np.concatenate(cuts), model.max_tokens)
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from typing import Any
 
 from typing_extensions import Unpack
 
+from ..core.context_vars import set_within
 from ..core.folder import DEFAULT_MODEL
 from ..core.post import PostProcessor
 from ..core.spec import RecipeKeywords
@@ -236,14 +236,9 @@ class BertscopeEmbedding(BaseEmbedding):
         return await asyncio.to_thread(self._get_text_embeddings, texts)
 
 
-@contextmanager
-def _whole(texts: list[str]) -> Iterator[None]:
+def _whole(texts: list[str]) -> AbstractContextManager[None]:
     """Around one batch method: the list it was given, for a refusal to name its text's place in it."""
-    token = _TEXTS.set(texts)
-    try:
-        yield
-    finally:
-        _TEXTS.reset(token)
+    return set_within(_TEXTS, texts)
 
 
 def _named_in_whole(error: InvalidInput, batch: list[str]) -> InvalidInput:
