@@ -20,7 +20,7 @@ import numpy as np
 
 from .core.embedding_layer import EmbeddingWeights
 from .core.engine import as_array
-from .core.results import _quoted, rows
+from .core.results import rows, texts_shown
 from .core.tokens import Tokens, pad_batch, say_cut
 
 if TYPE_CHECKING:
@@ -80,8 +80,7 @@ class Anatomy:
         return (
             f"Anatomy({count} token{'' if count == 1 else 's'}, steps {', '.join(steps)}"
             f" (width {self.encoder_input.shape[-1]}), proof {'holds' if self.proof_holds else 'fails'}"
-            f", text {_quoted(self.tokens.text)}"
-            + (f", pair {_quoted(self.tokens.pair)}" if self.tokens.pair is not None else "")
+            + texts_shown(self.tokens.text, self.tokens.pair)
             + (f", {self.n_dropped} dropped" if self.n_dropped else "")
             + ")"
         )

@@ -20,6 +20,7 @@ __all__ = [
     "rows",
     "plain",
     "per_text",
+    "texts_shown",
 ]
 
 
@@ -129,6 +130,11 @@ def _shown(result: _VectorsArray, count: int, noun: str) -> str:
     """How a result's repr begins: its count and its vectors' shape and dtype, never the numbers."""
     counted = f"{count} {noun}{'' if count == 1 else 's'}"
     return f"{type(result).__name__}({counted}, vectors {result.shape} {result.dtype}"
+
+
+def texts_shown(text: object, pair: object = None) -> str:
+    """How a repr names its text and, where there is one, its pair: ", text '...' (n chars), pair ..."."""
+    return f", text {_quoted(text)}" + (f", pair {_quoted(pair)}" if pair is not None else "")
 
 
 def _quoted(text: object) -> str:
@@ -283,8 +289,7 @@ class TokenEmbeddings(_VectorsArray):
         """The tokens' count, the vectors' shape and dtype, the text (and pair), the recipe; no floats."""
         return (
             _shown(self, len(self.tokens), "token")
-            + f", text {_quoted(self.text)}"
-            + (f", pair {_quoted(self.pair)}" if self.pair is not None else "")
+            + texts_shown(self.text, self.pair)
             + (f", {self.n_dropped} dropped" if self.n_dropped else "")
             + _recipe(self.spec, ("layers", "combine"))  # not pooling: token vectors are not pooled
         )
@@ -343,7 +348,7 @@ class WordEmbeddings(_VectorsArray):
         """The words' count, the vectors' shape and dtype, the text and the recipe; never the floats."""
         return (
             _shown(self, len(self.words), "word")
-            + f", text {_quoted(self.text)}"
+            + texts_shown(self.text)
             + (f", {self.n_dropped} dropped" if self.n_dropped else "")
             + _recipe(self.spec, ("layers", "combine", "subword"))
         )
@@ -406,7 +411,8 @@ class ChunkEmbeddings(_VectorsArray):
         """The chunks' count, shape and dtype, the document's start and the pooling; no floats."""
         return (
             _shown(self, len(self.chunks), "chunk")
-            + f", text {_quoted(self.text)}, tokens {int(np.sum(self.n_tokens))}"
+            + texts_shown(self.text)
+            + f", tokens {int(np.sum(self.n_tokens))}"
             + _recipe(self.spec, ("layers", "pooling"))
         )
 

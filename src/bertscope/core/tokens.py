@@ -23,7 +23,7 @@ from .cut_said import cut_summary as cut_summary
 from .cut_said import cut_warning as cut_warning
 from .cut_said import say_cut as say_cut
 from .renamed_fields import renamed_field
-from .results import _quoted
+from .results import texts_shown
 from .text_pieces import Cuts, cuts_for, head_and_count
 from .texts_given import bare_pair_message as bare_pair_message
 from .texts_given import by_pair as by_pair
@@ -86,8 +86,8 @@ class Tokens:
         count, tokens = len(self.tokens), self.tokens
         shown = [repr(t) for t in tokens] if count <= 8 else [*map(repr, tokens[:6]), "...", repr(tokens[-1])]
         return (
-            f"Tokens({count} token{'' if count == 1 else 's'} [{', '.join(shown)}], text {_quoted(self.text)}"
-            + (f", pair {_quoted(self.pair)}" if self.pair is not None else "")
+            f"Tokens({count} token{'' if count == 1 else 's'} [{', '.join(shown)}]"
+            + texts_shown(self.text, self.pair)
             + (f", {self.n_dropped} dropped" if self.n_dropped else "")
             + ")"
         )
