@@ -37,8 +37,7 @@ import numpy as np
 from . import encode as _st
 from . import static as _static
 from .core._enums import LongText
-from .core.cut_said import say_cut_sums
-from .core.encoder import ModelInfo
+from .core.encoder import ModelInfo, finished_stream
 from .core.finite import refuse_non_finite
 from .core.given import is_vectors, row_ids
 from .core.loading import is_model2vec
@@ -287,19 +286,10 @@ class StaticModel(SentenceTransformersAttributes):
         """Sentence vectors for a stream of texts, chunk by chunk in input order; a cut said once, as
         `Model.iter_embed` says it (when the stream ends or the loop leaves it early)."""
         recipe = self._recipe(options)
-        done = cut = tokens = 0  # running sums: a long stream keeps no per-text record
-        try:
-            with progress_callback(total, enabled=progress) as on_batch:
-                for chunk in self.engine.sentences(
-                    iter_checked(self._unpaired(texts)), recipe.spec, on_batch=on_batch
-                ):
-                    refuse_non_finite(chunk.vectors, start=done, so_far=True)
-                    dropped = np.asarray(chunk.n_dropped)
-                    cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
-                    done += len(dropped)
-                    yield recipe.finish(chunk)
-        finally:  # a loop that stops early closes the generator: the chunks it read are said too
-            say_cut_sums(cut, done, tokens, self.max_tokens)
+        with progress_callback(total, enabled=progress) as on_batch:
+            checked = iter_checked(self._unpaired(texts))
+            chunks = self.engine.sentences(checked, recipe.spec, on_batch=on_batch)
+            yield from finished_stream(chunks, recipe, self.max_tokens)
 
     def similarity(
         self,

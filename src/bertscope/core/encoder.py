@@ -55,7 +55,8 @@ if TYPE_CHECKING:
     from .spec import RecipeKeywords, TokenKeywords
 
 __all__ = [
-    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
+    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "finished_stream",
+    "open_encoder",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -69,6 +70,24 @@ CPU_TOKEN_BUDGET = 1024
 CPU_TOKENS_PER_THREAD = 512
 CPU_MAX_TOKEN_BUDGET = 8192
 CUDA_TOKEN_BUDGET = 65536
+
+
+def finished_stream(
+    chunks: Iterable[SentenceEmbeddings], recipe: Recipe, max_tokens: int
+) -> Iterator[SentenceEmbeddings]:
+    """A stream's chunks finished by `recipe`, each refused where its vectors are not finite, and the texts
+    cut at `max_tokens` said once from running sums (no per-text record) when the stream ends or its loop
+    leaves it early (`break`, `islice`: the generator's close): a Model's and a StaticModel's `iter_embed`."""
+    done = cut = tokens = 0
+    try:
+        for chunk in chunks:
+            refuse_non_finite(chunk.vectors, start=done, so_far=True)
+            dropped = np.asarray(chunk.n_dropped)  # counted once handed on: a refused chunk is not
+            cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
+            done += len(dropped)
+            yield recipe.finish(chunk)
+    finally:  # a loop that stops early closes the generator: the chunks it read are said too
+        say_cut_sums(cut, done, tokens, max_tokens)
 
 
 def cpu_token_budget(threads: int) -> int:
@@ -336,18 +355,9 @@ class Encoder:
         loop leaves it early (`break`, `islice`: the generator's close).
         """
         recipe = resolve(self, EmbedOptions.given(**options))
-        done = cut = tokens = 0  # running sums: a long stream keeps no per-text record
-        try:
-            with progress_callback(total, enabled=progress) as on_batch:
-                checked = iter_checked(texts, pairs=True)
-                for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
-                    refuse_non_finite(chunk.vectors, start=done, so_far=True)
-                    dropped = np.asarray(chunk.n_dropped)  # counted once handed on: a refused chunk is not
-                    cut, tokens = cut + int(np.count_nonzero(dropped > 0)), tokens + int(dropped.sum())
-                    done += len(chunk.vectors)
-                    yield recipe.finish(chunk)
-        finally:  # a loop that stops early closes the generator: the chunks it read are said too
-            say_cut_sums(cut, done, tokens, self.max_tokens)
+        with progress_callback(total, enabled=progress) as on_batch:
+            chunks = self.engine.sentences(iter_checked(texts, pairs=True), recipe.spec, on_batch=on_batch)
+            yield from finished_stream(chunks, recipe, self.max_tokens)
 
     def embed(
         self, texts: str | Iterable[Text], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
