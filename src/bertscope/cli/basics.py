@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..core.exports import formats_help
 from ..core.folder import FolderView
+from ..core.given import past_segments
 from ..core.writable import refuse_unwritable
 from ..errors import InvalidInput
 from .app import (
@@ -32,13 +33,11 @@ from .app import (
     emit_json,
     err,
     load_model,
-    no_text,
     old_spelling,
     out,
     pair_note,
     say_cut,
     top_k_option,
-    warn,
     with_pair,
 )
 from .typer_setup import missing_argument
@@ -212,6 +211,8 @@ def _records_batched(
 ) -> Iterator[tuple[list[str], list[str]]]:
     """-i FILE's texts and ids, `BATCH` at a time; a file with no text is refused, and the empty lines
     skipped are said at its end, in `read_inputs`' words."""
+    from .embed_printed import inputs_read
+
     texts: list[str] = []
     ids: list[str] = []
     read = 0
@@ -224,12 +225,7 @@ def _records_batched(
             texts, ids = [], []
     if texts:
         yield texts, ids
-    if not read:
-        raise no_text(input_path, text_field, rejects)
-    if rejects.empty:
-        lines = input_path == "-" or input_path.lower().endswith(".txt")
-        unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
-        warn(f"{rejects.empty} empty {unit} skipped (ids name each text's own line)", label="note:")
+    inputs_read(input_path, text_field, rejects, read)
 
 
 def _tokenized(
@@ -264,10 +260,7 @@ def _refuse_second_segment(m: Any, toks: list[Any]) -> None:
         rows = size if isinstance(size, int) and size > 0 else None  # none or 0: no segment read
     highest = max((max(tok.token_type_ids, default=0) for tok in toks), default=0)
     if rows is not None and m.family.uses_token_types and highest >= rows:
-        raise InvalidInput(
-            f"segment (token type) id {highest} is out of range: this model has type_vocab_size={rows}, "
-            "so it takes no text pairs; tokenize the texts apart (drop --pair)"
-        )
+        raise InvalidInput(past_segments(highest, rows, "tokenize the texts apart (drop --pair)"))
 
 
 def _write_json_items(items: Iterator[dict[str, Any]]) -> None:

@@ -122,13 +122,19 @@ def read_inputs(
 
     rejects = Rejects()
     records = list(read_corpus(input_path, text_field=text_field, id_field=id_field, rejects=rejects))
-    lines = input_path == "-" or input_path.lower().endswith(".txt")
-    if not records:
+    inputs_read(input_path, text_field, rejects, len(records))
+    return [r.text for r in records], [r.id for r in records]
+
+
+def inputs_read(input_path: str, text_field: str, rejects: Any, count: int) -> None:
+    """The end of reading -i FILE's `count` texts: a file with no text refused, the empty lines (records)
+    skipped said on stderr; `tokens -i` says it after streaming, as `read_inputs` after reading whole."""
+    if not count:
         raise no_text(input_path, text_field, rejects)
     if rejects.empty:
+        lines = input_path == "-" or input_path.lower().endswith(".txt")
         unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
         warn(f"{rejects.empty} empty {unit} skipped (ids name each text's own line)", label="note:")
-    return [r.text for r in records], [r.id for r in records]
 
 
 def argument_named(kind: str, index: int) -> str:

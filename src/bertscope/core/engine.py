@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine, Pooling
 from .families import Family
-from .given import past_rows
+from .given import past_rows, past_segments
 from .layers import combine_layers
 from .loading import device_kind
 from .pooling import pool_sentences
@@ -211,8 +211,7 @@ class Engine:
         if self.type_rows is not None and self.family.uses_token_types and type_ids.size:
             if type_ids.max() >= self.type_rows:  # a pair's second text on a one-segment model
                 raise InvalidInput(
-                    f"segment (token type) id {int(type_ids.max())} is out of range: this model has "
-                    f"type_vocab_size={self.type_rows}, so it takes no text pairs; embed the texts apart"
+                    past_segments(int(type_ids.max()), self.type_rows, "embed the texts apart")
                 )
 
     def _torch_forward(

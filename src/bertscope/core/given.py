@@ -14,8 +14,8 @@ from .similarity import cos_sim
 from .texts_given import type_named
 
 __all__ = [
-    "QUOTED", "given_vectors", "is_tensor", "is_vectors", "past_rows", "quoted_text", "row_id", "row_ids",
-    "shown_value", "single", "vector_cosines",
+    "QUOTED", "given_vectors", "is_tensor", "is_vectors", "past_rows", "past_segments", "quoted_text",
+    "row_id", "row_ids", "shown_value", "single", "vector_cosines",
 ]  # fmt: skip
 
 
@@ -164,6 +164,15 @@ def quoted_text(text: str, width: int = QUOTED) -> str:
     """`text` as a refusal quotes it: whole when short, else its first `width` characters and its length,
     so a refusal never echoes a long input back."""
     return repr(text) if len(text) <= width else f"{text[:width]!r}... ({len(text):,} characters)"
+
+
+def past_segments(segment: int, rows: int, apart: str) -> str:
+    """The one line of a pair's second text on a model of `rows` segment rows (type_vocab_size=1), with
+    `apart` the fix in the caller's verb ("embed the texts apart")."""
+    return (
+        f"segment (token type) id {segment} is out of range: this model has type_vocab_size={rows}, so it "
+        f"takes no text pairs; {apart}"
+    )
 
 
 def past_rows(token_id: int, rows: int) -> str:
