@@ -20,7 +20,6 @@ __all__ = [
     "rows",
     "plain",
     "per_text",
-    "texts_shown",
 ]
 
 
